@@ -1,0 +1,131 @@
+// Package migrate applies the versioned SQL files that the library's
+// packages embed (relay/migrations, inbox/migrations) into one schema.
+//
+// Files are named as golang-migrate expects (NNN_title.up.sql and
+// NNN_title.down.sql) and name their tables without a schema, so they work
+// as plain files under any search_path. Apply runs them in one transaction
+// with search_path set to the schema, under an advisory lock keyed by the
+// schema, recording each applied version in <schema>.migrations: many
+// processes may migrate at once, and a migrated schema is left alone.
+package migrate
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io/fs"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/tidings-go/tidings/internal/ident"
+)
+
+// Set is the migrations of one component (one package's tables).
+type Set struct {
+	Component string // "relay", "inbox": the key of its versions
+	FS        fs.FS  // holds NNN_title.up.sql files at its root
+}
+
+type step struct {
+	version int
+	name    string
+	sql     string
+}
+
+// Apply brings schema up to date with every set, creating the schema when
+// it does not exist.
+func Apply(ctx context.Context, db *sql.DB, schema string, sets ...Set) error {
+	if err := ident.Check("schema", schema); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	plans := make([][]step, len(sets))
+	for i, set := range sets {
+		steps, err := read(set.FS)
+		if err != nil {
+			return fmt.Errorf("migrate %s: %w", set.Component, err)
+		}
+		plans[i] = steps
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("migrate: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+
+	q := ident.Quote(schema)
+	for _, stmt := range []string{
+		`SELECT pg_advisory_xact_lock(hashtext('tidings.migrate.' || $1))`,
+		`CREATE SCHEMA IF NOT EXISTS ` + q,
+		`SET LOCAL search_path TO ` + q,
+		`CREATE TABLE IF NOT EXISTS migrations (
+			component text NOT NULL,
+			version int NOT NULL,
+			name text NOT NULL,
+			applied_at timestamptz NOT NULL DEFAULT now(),
+			PRIMARY KEY (component, version))`,
+	} {
+		var args []any
+		if strings.Contains(stmt, "$1") {
+			args = append(args, schema)
+		}
+		if _, err := tx.ExecContext(ctx, stmt, args...); err != nil {
+			return fmt.Errorf("migrate: prepare schema %s: %w", schema, err)
+		}
+	}
+	for i, set := range sets {
+		var current int
+		err := tx.QueryRowContext(ctx,
+			`SELECT coalesce(max(version), 0) FROM migrations WHERE component = $1`,
+			set.Component).Scan(&current)
+		if err != nil {
+			return fmt.Errorf("migrate %s: read version: %w", set.Component, err)
+		}
+		for _, s := range plans[i] {
+			if s.version <= current {
+				continue
+			}
+			if _, err := tx.ExecContext(ctx, s.sql); err != nil {
+				return fmt.Errorf("migrate %s: %s: %w", set.Component, s.name, err)
+			}
+			if _, err := tx.ExecContext(ctx,
+				`INSERT INTO migrations (component, version, name) VALUES ($1, $2, $3)`,
+				set.Component, s.version, s.name); err != nil {
+				return fmt.Errorf("migrate %s: record %s: %w", set.Component, s.name, err)
+			}
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("migrate: commit: %w", err)
+	}
+	return nil
+}
+
+// read returns the up steps of fsys in version order.
+func read(fsys fs.FS) ([]step, error) {
+	names, err := fs.Glob(fsys, "*.up.sql")
+	if err != nil {
+		return nil, err
+	}
+	steps := make([]step, 0, len(names))
+	for _, name := range names {
+		num, _, ok := strings.Cut(path.Base(name), "_")
+		version, err := strconv.Atoi(num)
+		if !ok || err != nil || version <= 0 {
+			return nil, fmt.Errorf("%s: name must start with a positive version and an underscore", name)
+		}
+		body, err := fs.ReadFile(fsys, name)
+		if err != nil {
+			return nil, err
+		}
+		steps = append(steps, step{version: version, name: name, sql: string(body)})
+	}
+	slices.SortFunc(steps, func(a, b step) int { return a.version - b.version })
+	for i := 1; i < len(steps); i++ {
+		if steps[i].version == steps[i-1].version {
+			return nil, fmt.Errorf("%s and %s share version %d", steps[i-1].name, steps[i].name, steps[i].version)
+		}
+	}
+	return steps, nil
+}

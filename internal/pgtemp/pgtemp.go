@@ -1,0 +1,306 @@
+// Package pgtemp starts a throwaway PostgreSQL cluster from the local
+// PostgreSQL binaries, for tests, demos and benchmarks. The cluster lives in
+// a temporary directory, listens on a free loopback port, and is removed by
+// Stop. When the process runs as root the server runs as an unprivileged
+// user (postgres, or nobody), because PostgreSQL refuses to run as root.
+package pgtemp
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	_ "github.com/lib/pq" // the PostgreSQL driver
+)
+
+// Options tune a cluster. A nil *Options means all defaults.
+type Options struct {
+	// Durable keeps fsync and synchronous_commit on, as a production server
+	// has them. The default (false) turns them off, which is right for tests
+	// and wrong for any figure that claims to be a throughput.
+	Durable bool
+	// Settings are extra server settings (name to value), passed as -c.
+	Settings map[string]string
+}
+
+// Cluster is a running throwaway PostgreSQL server. Its methods are not safe
+// for concurrent use. Stop it to remove its files.
+type Cluster struct {
+	bin   string // directory of initdb and postgres
+	dir   string // root of everything the cluster owns
+	port  int
+	args  []string
+	cred  *syscall.Credential
+	cmd   *exec.Cmd
+	exit  chan struct{}
+	owner string
+}
+
+// Start initialises a cluster in a new temporary directory and starts it.
+func Start(ctx context.Context, opts *Options) (*Cluster, error) {
+	if opts == nil {
+		opts = &Options{}
+	}
+	bin, err := binDir()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "tidings-pg-")
+	if err != nil {
+		return nil, fmt.Errorf("pgtemp: %w", err)
+	}
+	c := &Cluster{bin: bin, dir: dir, owner: "current user"}
+	if err := c.dropPrivileges(); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	if err := c.initdb(ctx); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	c.args = serverArgs(opts)
+	// A free port can be taken between our probe and the server's bind:
+	// try a few.
+	for range 5 {
+		if c.port, err = freePort(); err != nil {
+			break
+		}
+		if err = c.start(ctx); err == nil {
+			return c, nil
+		}
+	}
+	_ = os.RemoveAll(dir)
+	return nil, err
+}
+
+// URL is a connection string for the cluster's superuser and its postgres
+// database.
+func (c *Cluster) URL() string {
+	return fmt.Sprintf("postgres://tidings@127.0.0.1:%d/postgres?sslmode=disable", c.port)
+}
+
+// Port is the loopback TCP port the server listens on.
+func (c *Cluster) Port() int { return c.port }
+
+// Stop shuts the server down (fast mode) and removes its files.
+func (c *Cluster) Stop() error {
+	err := c.shutdown(syscall.SIGINT)
+	if rmErr := os.RemoveAll(c.dir); err == nil {
+		err = rmErr
+	}
+	return err
+}
+
+// Restart stops the server, in immediate mode (as a crash would) when
+// immediate is set, and starts it again on the same port.
+func (c *Cluster) Restart(ctx context.Context, immediate bool) error {
+	sig := syscall.SIGINT
+	if immediate {
+		sig = syscall.SIGQUIT
+	}
+	if err := c.shutdown(sig); err != nil {
+		return err
+	}
+	return c.start(ctx)
+}
+
+// StopServer stops the server (fast mode) and leaves its files, so Resume
+// can start it again.
+func (c *Cluster) StopServer() error { return c.shutdown(syscall.SIGINT) }
+
+// Resume starts a server stopped by StopServer.
+func (c *Cluster) Resume(ctx context.Context) error { return c.start(ctx) }
+
+func (c *Cluster) dataDir() string { return filepath.Join(c.dir, "data") }
+
+func (c *Cluster) dropPrivileges() error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	for _, name := range []string{"postgres", "nobody"} {
+		u, err := user.Lookup(name)
+		if err != nil {
+			continue
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		if err := os.Chown(c.dir, uid, gid); err != nil {
+			return fmt.Errorf("pgtemp: %w", err)
+		}
+		c.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+		c.owner = name
+		return nil
+	}
+	return errors.New("pgtemp: running as root and found no postgres or nobody user to run the server as")
+}
+
+func (c *Cluster) command(ctx context.Context, name string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, filepath.Join(c.bin, name), args...)
+	cmd.Dir = c.dir
+	cmd.Env = append(os.Environ(), "LC_ALL=C")
+	// The server dies with the process that started it, even on SIGKILL.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred, Pdeathsig: syscall.SIGQUIT}
+	return cmd
+}
+
+func (c *Cluster) initdb(ctx context.Context) error {
+	out, err := c.command(ctx, "initdb", "-D", c.dataDir(), "-U", "tidings", "-A", "trust",
+		"-E", "UTF8", "--no-locale", "-N").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("pgtemp: initdb as %s: %w: %s", c.owner, err, tail(out))
+	}
+	return nil
+}
+
+func serverArgs(opts *Options) []string {
+	settings := map[string]string{
+		"listen_addresses":        "127.0.0.1",
+		"unix_socket_directories": "",
+		"max_connections":         "300",
+		"shared_buffers":          "128MB",
+		"fsync":                   "off",
+		"synchronous_commit":      "off",
+		"full_page_writes":        "off",
+	}
+	if opts.Durable {
+		delete(settings, "fsync")
+		delete(settings, "synchronous_commit")
+		delete(settings, "full_page_writes")
+	}
+	for k, v := range opts.Settings {
+		settings[k] = v
+	}
+	var args []string
+	for _, k := range slices.Sorted(maps.Keys(settings)) {
+		args = append(args, "-c", k+"="+settings[k])
+	}
+	return args
+}
+
+func (c *Cluster) start(ctx context.Context) error {
+	logPath := filepath.Join(c.dir, "server.log")
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("pgtemp: %w", err)
+	}
+	args := append([]string{"-D", c.dataDir(), "-p", strconv.Itoa(c.port)}, c.args...)
+	// Not bound to ctx: the server outlives the call that started it.
+	cmd := c.command(context.WithoutCancel(ctx), "postgres", args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		_ = logFile.Close()
+		return fmt.Errorf("pgtemp: start postgres: %w", err)
+	}
+	c.cmd, c.exit = cmd, make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		_ = logFile.Close()
+		close(c.exit)
+	}()
+	if err := c.waitReady(ctx); err != nil {
+		_ = c.shutdown(syscall.SIGQUIT)
+		log, _ := os.ReadFile(logPath)
+		return fmt.Errorf("pgtemp: postgres did not come up: %w: %s", err, tail(log))
+	}
+	return nil
+}
+
+func (c *Cluster) waitReady(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	db, err := sql.Open("postgres", c.URL()+"&connect_timeout=2")
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if err = db.PingContext(ctx); err == nil {
+			return nil
+		}
+		select {
+		case <-c.exit:
+			return errors.New("server exited")
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
+		case <-tick.C:
+		}
+	}
+}
+
+func (c *Cluster) shutdown(sig syscall.Signal) error {
+	if c.cmd == nil {
+		return nil
+	}
+	select {
+	case <-c.exit:
+	default:
+		if err := c.cmd.Process.Signal(sig); err != nil {
+			return fmt.Errorf("pgtemp: signal postgres: %w", err)
+		}
+		select {
+		case <-c.exit:
+		case <-time.After(30 * time.Second):
+			_ = c.cmd.Process.Kill()
+			<-c.exit
+		}
+	}
+	c.cmd = nil
+	return nil
+}
+
+// binDir finds initdb and postgres: TIDINGS_PG_BIN when set, else the
+// newest /usr/lib/postgresql/*/bin, else the directory of initdb on PATH.
+func binDir() (string, error) {
+	if dir := os.Getenv("TIDINGS_PG_BIN"); dir != "" {
+		return dir, nil
+	}
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	slices.SortFunc(dirs, func(a, b string) int {
+		return versionOf(b) - versionOf(a)
+	})
+	for _, dir := range dirs {
+		if _, err := os.Stat(filepath.Join(dir, "postgres")); err == nil {
+			return dir, nil
+		}
+	}
+	if p, err := exec.LookPath("initdb"); err == nil {
+		return filepath.Dir(p), nil
+	}
+	return "", errors.New("pgtemp: no PostgreSQL server binaries found (install postgresql, or set TIDINGS_PG_BIN to the directory of initdb and postgres)")
+}
+
+func versionOf(binDir string) int {
+	v, _ := strconv.Atoi(filepath.Base(filepath.Dir(binDir)))
+	return v
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("pgtemp: find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func tail(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if len(s) > 2000 {
+		s = "..." + s[len(s)-2000:]
+	}
+	return s
+}
