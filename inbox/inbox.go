@@ -1,0 +1,119 @@
+package inbox
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"fmt"
+	"io/fs"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/tidings-go/tidings/internal/ident"
+	"github.com/tidings-go/tidings/internal/migrate"
+	"github.com/tidings-go/tidings/internal/purge"
+)
+
+// SchemaDefault is the schema of the inbox table when none is named.
+const SchemaDefault = "tidings"
+
+// PurgeBatchDefault is how many claims one purge statement deletes.
+const PurgeBatchDefault = 1000
+
+// Execer is what Once needs of the caller's transaction: *sql.Tx, *sqlx.Tx
+// and *sql.Conn all have it.
+type Execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// Migrations returns the inbox's SQL migrations, named as golang-migrate
+// expects. The files name no schema: run them with search_path set to it.
+func Migrations() fs.FS {
+	sub, err := fs.Sub(migrationFiles, "migrations")
+	if err != nil {
+		panic(err) // the embedded directory always exists
+	}
+	return sub
+}
+
+// Migrate creates or updates the inbox table in schema ("" means
+// SchemaDefault). It is safe to run from many processes at once.
+func Migrate(ctx context.Context, db *sql.DB, schema string) error {
+	if schema == "" {
+		schema = SchemaDefault
+	}
+	return migrate.Apply(ctx, db, schema, migrate.Set{Component: "inbox", FS: Migrations()})
+}
+
+// Inbox is the inbox table of one schema. It is safe for concurrent use.
+type Inbox struct {
+	once  string
+	purge string
+}
+
+// New returns the inbox of schema ("" means SchemaDefault). The name must
+// be a lower-case identifier of at most 63 bytes.
+func New(schema string) (*Inbox, error) {
+	if schema == "" {
+		schema = SchemaDefault
+	}
+	if err := ident.Check("schema", schema); err != nil {
+		return nil, fmt.Errorf("inbox: %w", err)
+	}
+	table := ident.Quote(schema) + ".inbox"
+	return &Inbox{
+		once: `INSERT INTO ` + table + ` (consumer, event_id) VALUES ($1, $2)
+			ON CONFLICT (consumer, event_id) DO NOTHING`,
+		purge: `DELETE FROM ` + table + ` i USING (
+				SELECT consumer, event_id FROM ` + table + `
+				WHERE claimed_at < now() - make_interval(secs => $1)
+				LIMIT $2 FOR UPDATE SKIP LOCKED) old
+			WHERE i.consumer = old.consumer AND i.event_id = old.event_id`,
+	}, nil
+}
+
+var defaultInbox, _ = New(SchemaDefault)
+
+// Once claims (consumer, eventID) in the default schema's inbox; see
+// [Inbox.Once].
+func Once(ctx context.Context, tx Execer, consumer string, eventID uuid.UUID) (bool, error) {
+	return defaultInbox.Once(ctx, tx, consumer, eventID)
+}
+
+// Once claims (consumer, eventID) inside tx and reports whether this is the
+// first claim: true means act now and commit; false means a committed
+// transaction already claimed it. When another open transaction holds the
+// same claim, Once waits for it to end. consumer must be a lower-case
+// identifier (see the package relay's naming rules), so it is safe in
+// metrics and logs.
+func (ib *Inbox) Once(ctx context.Context, tx Execer, consumer string, eventID uuid.UUID) (bool, error) {
+	if err := ident.Check("consumer", consumer); err != nil {
+		return false, fmt.Errorf("inbox: %w", err)
+	}
+	if eventID == uuid.Nil {
+		return false, fmt.Errorf("inbox: event id is the nil UUID")
+	}
+	res, err := tx.ExecContext(ctx, ib.once, consumer, eventID)
+	if err != nil {
+		return false, fmt.Errorf("inbox: claim: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("inbox: claim: %w", err)
+	}
+	return n == 1, nil
+}
+
+// Purge deletes claims older than olderThan, PurgeBatchDefault at a time,
+// until none is left, and returns how many it deleted.
+func (ib *Inbox) Purge(ctx context.Context, db *sql.DB, olderThan time.Duration) (int64, error) {
+	n, err := purge.Batches(ctx, db, ib.purge, olderThan, PurgeBatchDefault)
+	if err != nil {
+		return n, fmt.Errorf("inbox: purge: %w", err)
+	}
+	return n, nil
+}

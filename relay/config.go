@@ -1,0 +1,158 @@
+package relay
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tidings-go/tidings/internal/ident"
+)
+
+// Defaults of Config. A zero field of Config means its default.
+const (
+	SchemaDefault        = "tidings"
+	BatchSizeDefault     = 50
+	ConcurrencyDefault   = 50
+	HandTimeoutDefault   = 30 * time.Second
+	LeaseDefault         = 2 * HandTimeoutDefault
+	SweepIntervalDefault = 30 * time.Second
+	MaxHandsDefault      = 25
+	GracePeriodDefault   = 10 * time.Second
+	RetentionDefault     = 7 * 24 * time.Hour
+	PurgeIntervalDefault = 10 * time.Minute
+)
+
+// Config configures a relay supervisor. The zero value of each field means
+// its default; Supervise copies the Config and never changes the caller's.
+type Config struct {
+	// Module is the relay's module: it hands the records staged with this
+	// Message.Module. Required.
+	Module string
+
+	// Schema holds the outbox table. Default SchemaDefault ("tidings").
+	Schema string
+
+	// ListenDSN is the connection string of the session that LISTENs for
+	// wake-ups at commit. Empty means the relay does not listen and finds
+	// new records on the SweepInterval alone: set a short one then.
+	ListenDSN string
+
+	// BatchSize is the most records one claim takes. Default 50.
+	BatchSize int
+
+	// Concurrency is the most records handed at once; the relay claims only
+	// as many as it can start, so no claimed record waits unstarted.
+	// Default 50. The pool of the *sql.DB must allow at least this many
+	// connections if the sink holds one for each record.
+	Concurrency int
+
+	// HandTimeout ends the context of a hand. Default 30 s.
+	HandTimeout time.Duration
+
+	// Lease is how long a claim keeps a record from other relays: if this
+	// relay dies, another hands the record when its lease runs out. Must be
+	// longer than HandTimeout. Default twice HandTimeout.
+	Lease time.Duration
+
+	// SweepInterval is how often the relay looks for due records without a
+	// wake-up: the safety net for a lost notification. Default 30 s.
+	SweepInterval time.Duration
+
+	// MaxHands bounds how often a record is handed: a record claimed for the
+	// (MaxHands+1)th time is dead instead, because it keeps crashing or
+	// hanging the process. It must exceed the sink's own retry budget.
+	// Default 25.
+	MaxHands int
+
+	// GracePeriod is how long Supervise lets in-flight hands finish after
+	// its context ends, before it cancels them. Default 10 s.
+	GracePeriod time.Duration
+
+	// Retention is how long processed and cancelled records are kept.
+	// Default 7 days. Dead records are kept until re-emitted.
+	Retention time.Duration
+
+	// PurgeInterval is how often the supervisor purges records older than
+	// Retention (and asks a sink that is a Purger to do the same). Default
+	// 10 minutes.
+	PurgeInterval time.Duration
+
+	// Logger receives the relay's logs. Nil discards them.
+	Logger *slog.Logger
+
+	// TracerProvider creates the consumer span of each hand. Nil means the
+	// global provider.
+	TracerProvider trace.TracerProvider
+
+	// MeterProvider creates the relay's metrics. Nil means the global
+	// provider.
+	MeterProvider metric.MeterProvider
+}
+
+// ErrConfig marks an invalid Config; the error names the field.
+var ErrConfig = errors.New("relay: invalid config")
+
+func (c Config) withDefaults() Config {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	defDur := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	if c.Schema == "" {
+		c.Schema = SchemaDefault
+	}
+	def(&c.BatchSize, BatchSizeDefault)
+	def(&c.Concurrency, ConcurrencyDefault)
+	def(&c.MaxHands, MaxHandsDefault)
+	defDur(&c.HandTimeout, HandTimeoutDefault)
+	defDur(&c.Lease, 2*c.HandTimeout)
+	defDur(&c.SweepInterval, SweepIntervalDefault)
+	defDur(&c.GracePeriod, GracePeriodDefault)
+	defDur(&c.Retention, RetentionDefault)
+	defDur(&c.PurgeInterval, PurgeIntervalDefault)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	if err := ident.Check("Module", c.Module); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if err := ident.Check("Schema", c.Schema); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"BatchSize", int64(c.BatchSize)},
+		{"Concurrency", int64(c.Concurrency)},
+		{"MaxHands", int64(c.MaxHands)},
+		{"HandTimeout", int64(c.HandTimeout)},
+		{"Lease", int64(c.Lease)},
+		{"SweepInterval", int64(c.SweepInterval)},
+		{"GracePeriod", int64(c.GracePeriod)},
+		{"Retention", int64(c.Retention)},
+		{"PurgeInterval", int64(c.PurgeInterval)},
+	} {
+		if f.v < 0 {
+			return fmt.Errorf("%w: %s is negative", ErrConfig, f.name)
+		}
+	}
+	if c.Lease <= c.HandTimeout {
+		return fmt.Errorf("%w: Lease (%s) must be longer than HandTimeout (%s), or a record is handed again while its first hand still runs",
+			ErrConfig, c.Lease, c.HandTimeout)
+	}
+	return nil
+}

@@ -1,0 +1,37 @@
+// Package relay moves records from a PostgreSQL outbox table to a sink:
+// reliably, without slowing the write that staged them, and knowing nothing
+// of what the records mean.
+//
+// A record's life:
+//
+//  1. Stage. Inside the application's own write transaction, Stage (or
+//     StageBatch) inserts one outbox row and asks PostgreSQL to wake the
+//     module's relay at commit. The row exists if and only if the write
+//     commits. It carries the trace context and baggage of the caller's
+//     context and its correlation and causation ids.
+//  2. Wake. Supervise runs the relay of one module. It is woken right after
+//     commit (LISTEN/NOTIFY), sweeps periodically as a safety net for a lost
+//     wake-up, and wakes itself when the earliest retry or lease falls due.
+//  3. Claim. One statement takes a batch of due rows with FOR UPDATE SKIP
+//     LOCKED, leases them and counts the hand, then commits. Concurrent
+//     relays, in one process or on many machines, take different rows; a
+//     relay that dies lets its leases run out and another takes the rows.
+//  4. Hand. Each record goes to the Sink with bounded concurrency, in a
+//     context carrying the staging write's trace and correlation id.
+//  5. Settle. The sink's Result is recorded on the row, fenced by the hand
+//     it belongs to: processed (Done), pending again after a delay (Retry;
+//     the attempt is counted on the row, so it survives restarts), or dead
+//     (Dead). A record handed more than MaxHands times, because it keeps
+//     crashing or hanging its process, is dead with a reason saying so.
+//  6. Operate. Outbox.ListDead shows dead records, Outbox.Reemit hands them
+//     back once the cause is fixed, and Outbox.Purge (also run by the
+//     supervisor) removes settled records after their retention.
+//
+// Delivery is at least once: a sink may see a record again after a crash
+// or an expired lease, so its effect must be idempotent (see package inbox).
+//
+// The supervisor's claim, settle and purge statements each take a pool
+// connection briefly; a sink that holds a transaction open while it works
+// needs one more per concurrent hand. Keep HandTimeout below the server's
+// idle_in_transaction_session_timeout when the sink does so.
+package relay

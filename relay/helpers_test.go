@@ -1,0 +1,154 @@
+package relay_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tidings-go/tidings"
+	"github.com/tidings-go/tidings/internal/pgtest"
+	"github.com/tidings-go/tidings/relay"
+)
+
+const module = "orders"
+
+type testBundle struct {
+	db     *sql.DB
+	schema string
+	ob     *relay.Outbox
+}
+
+func setup(t *testing.T) testBundle {
+	t.Helper()
+	schema := pgtest.Schema(t, tidings.Migrate)
+	ob, err := relay.NewOutbox(schema)
+	require.NoError(t, err)
+	return testBundle{db: pgtest.DB(t), schema: schema, ob: ob}
+}
+
+// config is a Config for tests: the test's schema, a LISTEN session, and
+// timings short enough for tests.
+func (b testBundle) config(t *testing.T) relay.Config {
+	return relay.Config{
+		Module:        module,
+		Schema:        b.schema,
+		ListenDSN:     pgtest.URL(t),
+		HandTimeout:   2 * time.Second,
+		Lease:         5 * time.Second,
+		SweepInterval: time.Hour, // tests of the sweep shorten it
+		GracePeriod:   5 * time.Second,
+	}
+}
+
+func payload(i int) json.RawMessage { return json.RawMessage(fmt.Sprintf(`{"n":%d}`, i)) }
+
+// stage commits n records for module and returns their ids.
+func (b testBundle) stage(t *testing.T, n int) []uuid.UUID {
+	t.Helper()
+	msgs := make([]relay.Message, n)
+	for i := range msgs {
+		msgs[i] = relay.Message{Module: module, Kind: "order.placed", Payload: payload(i)}
+	}
+	tx, err := b.db.BeginTx(t.Context(), nil)
+	require.NoError(t, err)
+	ids, err := b.ob.StageBatch(t.Context(), tx, msgs)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit())
+	return ids
+}
+
+// count returns the number of outbox rows matching a condition.
+func (b testBundle) count(t *testing.T, where string) int {
+	t.Helper()
+	var n int
+	require.NoError(t, b.db.QueryRowContext(context.Background(),
+		`SELECT count(*) FROM "`+b.schema+`".outbox WHERE `+where).Scan(&n))
+	return n
+}
+
+// eventually waits, with a deadline, until the number of rows matching
+// where is want.
+func (b testBundle) eventually(t *testing.T, where string, want int, within time.Duration) {
+	t.Helper()
+	require.Eventually(t, func() bool { return b.count(t, where) == want }, within, 10*time.Millisecond,
+		"want %d rows where %s, have %d", want, where, b.count(t, where))
+}
+
+// supervise runs a relay until the test ends and checks that it returned
+// nil. stop ends it early and waits for it.
+func supervise(t *testing.T, db *sql.DB, cfg relay.Config, sink relay.Sink) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- relay.Supervise(ctx, db, &cfg, sink) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				require.NoError(t, err)
+			case <-time.After(30 * time.Second):
+				t.Error("Supervise did not return within 30 s of its context ending")
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// recorder is a sink that records every hand and answers with answer (Done
+// when nil).
+type recorder struct {
+	mu     sync.Mutex
+	hands  map[uuid.UUID]int
+	recs   []relay.Record
+	answer func(ctx context.Context, rec relay.Record) relay.Result
+}
+
+func newRecorder(answer func(ctx context.Context, rec relay.Record) relay.Result) *recorder {
+	return &recorder{hands: map[uuid.UUID]int{}, answer: answer}
+}
+
+func (r *recorder) Handle(ctx context.Context, rec relay.Record) relay.Result {
+	r.mu.Lock()
+	r.hands[rec.ID]++
+	r.recs = append(r.recs, rec)
+	r.mu.Unlock()
+	if r.answer == nil {
+		return relay.Done()
+	}
+	return r.answer(ctx, rec)
+}
+
+func (r *recorder) handsOf(id uuid.UUID) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.hands[id]
+}
+
+func (r *recorder) total() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.recs)
+}
+
+func (r *recorder) records() []relay.Record {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]relay.Record(nil), r.recs...)
+}
+
+// waitHands waits until the recorder saw at least n hands.
+func (r *recorder) waitHands(t *testing.T, n int, within time.Duration) {
+	t.Helper()
+	require.Eventually(t, func() bool { return r.total() >= n }, within, 5*time.Millisecond,
+		"want %d hands, have %d", n, r.total())
+}

@@ -1,0 +1,170 @@
+package relay
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/lib/pq"
+
+	"github.com/tidings-go/tidings/internal/purge"
+)
+
+// PurgeBatchDefault is how many records one purge statement deletes.
+const PurgeBatchDefault = 1000
+
+// ListDeadLimitDefault is how many dead records ListDead returns when the
+// filter names no limit.
+const ListDeadLimitDefault = 100
+
+// DeadFilter selects dead records. A zero field selects everything on it.
+type DeadFilter struct {
+	Module string      // only this module's records
+	Kind   string      // only records of this kind
+	Since  time.Time   // only records that died at or after this time
+	Until  time.Time   // only records that died before this time
+	IDs    []uuid.UUID // only these records
+	Limit  int         // ListDead only: at most this many; default ListDeadLimitDefault
+}
+
+// DeadRecord is a dead record, as an operator inspects it.
+type DeadRecord struct {
+	ID            uuid.UUID
+	Module        string
+	Kind          string
+	Payload       json.RawMessage
+	CorrelationID string
+	CausationID   string
+	CreatedAt     time.Time
+	FailedAt      time.Time
+	Reason        string // why it is dead, as the sink or the relay said
+	Attempts      int
+	Hands         int
+}
+
+func (f *DeadFilter) args() []any {
+	if f == nil {
+		f = &DeadFilter{}
+	}
+	var ids any
+	if f.IDs != nil {
+		s := make([]string, len(f.IDs))
+		for i, id := range f.IDs {
+			s[i] = id.String()
+		}
+		ids = pq.Array(s)
+	}
+	return []any{f.Module, f.Kind, nullTime(f.Since), nullTime(f.Until), ids}
+}
+
+func nullTime(t time.Time) sql.NullTime { return sql.NullTime{Time: t, Valid: !t.IsZero()} }
+
+// ListDead returns the dead records f selects, oldest death first.
+func (o *Outbox) ListDead(ctx context.Context, db *sql.DB, f *DeadFilter) ([]DeadRecord, error) {
+	limit := ListDeadLimitDefault
+	if f != nil && f.Limit > 0 {
+		limit = f.Limit
+	}
+	rows, err := db.QueryContext(ctx, o.q.listDead, append(f.args(), limit)...)
+	if err != nil {
+		return nil, fmt.Errorf("relay: list dead: %w", err)
+	}
+	defer rows.Close()
+	var out []DeadRecord
+	for rows.Next() {
+		var d DeadRecord
+		if err := rows.Scan(&d.ID, &d.Module, &d.Kind, &d.Payload, &d.CorrelationID, &d.CausationID,
+			&d.CreatedAt, &d.FailedAt, &d.Reason, &d.Attempts, &d.Hands); err != nil {
+			return nil, fmt.Errorf("relay: list dead: %w", err)
+		}
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("relay: list dead: %w", err)
+	}
+	return out, nil
+}
+
+// Reemit hands the dead records f selects back to their relays, once the
+// cause is fixed: each keeps its id (so a provider still deduplicates it),
+// gets a fresh budget of attempts and hands, is due at once, and wakes its
+// module's relay at commit. It returns how many records it re-emitted. A
+// nil filter re-emits every dead record.
+func (o *Outbox) Reemit(ctx context.Context, db *sql.DB, f *DeadFilter) (int64, error) {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("relay: re-emit: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	rows, err := tx.QueryContext(ctx, o.q.reemit, f.args()...)
+	if err != nil {
+		return 0, fmt.Errorf("relay: re-emit: %w", err)
+	}
+	counts := map[string]int64{}
+	for rows.Next() {
+		var module string
+		var n int64
+		if err := rows.Scan(&module, &n); err != nil {
+			_ = rows.Close()
+			return 0, fmt.Errorf("relay: re-emit: %w", err)
+		}
+		counts[module] = n
+	}
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("relay: re-emit: %w", err)
+	}
+	var total int64
+	for module, n := range counts {
+		if _, err := tx.ExecContext(ctx, o.q.notify, o.q.channel, module); err != nil {
+			return 0, fmt.Errorf("relay: re-emit: wake %s: %w", module, err)
+		}
+		total += n
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("relay: re-emit: commit: %w", err)
+	}
+	return total, nil
+}
+
+// Purge deletes processed and cancelled records settled more than olderThan
+// ago, PurgeBatchDefault at a time so no statement holds many locks, and
+// returns how many it deleted. Pending and dead records are never purged.
+func (o *Outbox) Purge(ctx context.Context, db *sql.DB, olderThan time.Duration) (int64, error) {
+	n, err := purge.Batches(ctx, db, o.q.purge, olderThan, PurgeBatchDefault)
+	if err != nil {
+		return n, fmt.Errorf("relay: purge: %w", err)
+	}
+	return n, nil
+}
+
+// purgeLoop purges on every cfg.PurgeInterval until ctx ends.
+func (s *supervisor) purgeLoop(ctx context.Context) {
+	tick := time.NewTicker(s.cfg.PurgeInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		n, err := s.ob.Purge(ctx, s.db, s.cfg.Retention)
+		if err != nil && ctx.Err() == nil {
+			s.log.WarnContext(ctx, "purge failed", "err", err)
+		}
+		if n > 0 {
+			s.log.InfoContext(ctx, "purged settled records", "records", n)
+		}
+		if p, ok := s.sink.(Purger); ok {
+			n, err := p.Purge(ctx, s.cfg.Retention)
+			if err != nil && ctx.Err() == nil {
+				s.log.WarnContext(ctx, "sink purge failed", "err", err)
+			}
+			if n > 0 {
+				s.log.InfoContext(ctx, "sink purged", "rows", n)
+			}
+		}
+	}
+}

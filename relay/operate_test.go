@@ -1,0 +1,135 @@
+package relay_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tidings-go/tidings/relay"
+)
+
+func TestOperate(t *testing.T) {
+	t.Parallel()
+
+	// killAll makes every record of b dead through a relay, and returns
+	// their ids.
+	killAll := func(t *testing.T, b testBundle, n int) []uuid.UUID {
+		ids := b.stage(t, n)
+		sink := newRecorder(func(context.Context, relay.Record) relay.Result {
+			return relay.Dead(errors.New("template missing"))
+		})
+		stop := supervise(t, b.db, b.config(t), sink)
+		b.eventually(t, "failed_at IS NOT NULL", n, 10*time.Second)
+		stop()
+		return ids
+	}
+
+	t.Run("ListDeadFilters", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ids := killAll(t, b, 3)
+		_, err := b.ob.Stage(t.Context(), b.db, relay.Message{Module: "other", Kind: "x", Payload: payload(9)})
+		require.NoError(t, err)
+
+		dead, err := b.ob.ListDead(t.Context(), b.db, &relay.DeadFilter{Module: module})
+		require.NoError(t, err)
+		require.Len(t, dead, 3)
+		for _, d := range dead {
+			require.Equal(t, "template missing", d.Reason)
+			require.Equal(t, 1, d.Attempts)
+			require.Equal(t, "order.placed", d.Kind)
+			require.False(t, d.FailedAt.Before(d.CreatedAt))
+		}
+		for name, f := range map[string]*relay.DeadFilter{
+			"OtherModule": {Module: "other"},
+			"OtherKind":   {Kind: "order.cancelled"},
+			"Future":      {Since: time.Now().Add(time.Hour)},
+			"Past":        {Until: time.Now().Add(-time.Hour)},
+			"UnknownID":   {IDs: []uuid.UUID{uuid.New()}},
+		} {
+			dead, err := b.ob.ListDead(t.Context(), b.db, f)
+			require.NoError(t, err, name)
+			require.Empty(t, dead, name)
+		}
+		dead, err = b.ob.ListDead(t.Context(), b.db, &relay.DeadFilter{IDs: ids[1:2]})
+		require.NoError(t, err)
+		require.Len(t, dead, 1)
+		require.Equal(t, ids[1], dead[0].ID)
+		dead, err = b.ob.ListDead(t.Context(), b.db, &relay.DeadFilter{Limit: 2, Since: time.Now().Add(-time.Hour)})
+		require.NoError(t, err)
+		require.Len(t, dead, 2)
+	})
+
+	t.Run("ReemitByIDKeepsTheIDAndDelivers", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ids := killAll(t, b, 3)
+
+		n, err := b.ob.Reemit(t.Context(), b.db, &relay.DeadFilter{IDs: ids[:1]})
+		require.NoError(t, err)
+		require.EqualValues(t, 1, n)
+		// The cause is fixed: the sink now answers done.
+		sink := newRecorder(nil)
+		supervise(t, b.db, b.config(t), sink) // sweep every hour: the re-emit wakes it
+		b.eventually(t, "processed_at IS NOT NULL", 1, 10*time.Second)
+		require.Equal(t, 1, sink.handsOf(ids[0]))
+		require.Equal(t, 0, sink.records()[0].Attempts, "a fresh budget")
+		require.Equal(t, 2, b.count(t, "failed_at IS NOT NULL"))
+
+		n, err = b.ob.Reemit(t.Context(), b.db, &relay.DeadFilter{Module: module})
+		require.NoError(t, err)
+		require.EqualValues(t, 2, n)
+		b.eventually(t, "processed_at IS NOT NULL", 3, 10*time.Second)
+		n, err = b.ob.Reemit(t.Context(), b.db, nil)
+		require.NoError(t, err)
+		require.Zero(t, n, "nothing dead is left")
+	})
+
+	t.Run("PurgeRemovesOnlyOldSettledRecords", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		killAll(t, b, 2)
+		b.stage(t, 2500)
+		stop := supervise(t, b.db, b.config(t), newRecorder(nil))
+		b.eventually(t, "processed_at IS NOT NULL", 2500, 30*time.Second)
+		stop()
+		pendingID := b.stage(t, 1)[0]
+		_, err := b.db.ExecContext(t.Context(), `UPDATE "`+b.schema+`".outbox SET processed_at = processed_at - interval '8 days' WHERE processed_at IS NOT NULL AND id <> ALL (SELECT id FROM "`+b.schema+`".outbox WHERE processed_at IS NOT NULL ORDER BY id LIMIT 10)`)
+		require.NoError(t, err)
+
+		n, err := b.ob.Purge(t.Context(), b.db, 7*24*time.Hour)
+		require.NoError(t, err)
+		require.EqualValues(t, 2490, n, "in batches of 1000, until none is left")
+		require.Equal(t, 10, b.count(t, "processed_at IS NOT NULL"), "recent ones stay")
+		require.Equal(t, 2, b.count(t, "failed_at IS NOT NULL"), "dead ones stay")
+		require.Equal(t, 1, b.count(t, "id = '"+pendingID.String()+"'"), "pending ones stay")
+	})
+
+	t.Run("SupervisorPurgesPeriodically", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.stage(t, 5)
+		cfg := b.config(t)
+		cfg.Retention = time.Millisecond
+		cfg.PurgeInterval = 50 * time.Millisecond
+		purger := &purgingSink{}
+		supervise(t, b.db, cfg, purger)
+		b.eventually(t, "true", 0, 10*time.Second)
+		require.Eventually(t, func() bool { return purger.calls.Load() > 0 }, 5*time.Second, 10*time.Millisecond)
+	})
+}
+
+// purgingSink answers done and counts the purges the supervisor asks of it.
+type purgingSink struct{ calls atomic.Int64 }
+
+func (p *purgingSink) Handle(context.Context, relay.Record) relay.Result { return relay.Done() }
+
+func (p *purgingSink) Purge(_ context.Context, olderThan time.Duration) (int64, error) {
+	p.calls.Add(1)
+	return 0, nil
+}

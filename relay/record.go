@@ -1,0 +1,128 @@
+package relay
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Message is what a caller stages: a record of any kind for one module's
+// relay.
+type Message struct {
+	// Module names the relay that hands the record: a lower-case identifier
+	// (letters, digits, underscores; at most 63 bytes). Required.
+	Module string
+	// Kind tells the sink what the payload is, such as
+	// "notification.requested". Required; at most 200 bytes, printable.
+	Kind string
+	// Payload is the record's body. Required; must be valid JSON.
+	Payload json.RawMessage
+	// NotBefore, when set, is the time before which the record is not
+	// handed. The zero value means as soon as it commits.
+	NotBefore time.Time
+}
+
+// Record is one claimed record, as a sink sees it.
+type Record struct {
+	ID            uuid.UUID         // stable for the record's whole life
+	Module        string            // the relay's module
+	Kind          string            // as staged
+	Payload       json.RawMessage   // as staged
+	Headers       map[string]string // W3C trace context and baggage of the staging write
+	CorrelationID string            // the staging write's correlation id
+	CausationID   string            // the record that caused this one; may be empty
+	CreatedAt     time.Time         // staging time (database clock)
+	Attempts      int               // answers other than done so far; this hand is attempt Attempts+1
+	Hand          int               // 1 on the first hand; counts crashes and lease expiries too
+	LastError     string            // the reason of the last retry; empty on the first attempt
+}
+
+// Sink handles the records a relay claims. Handle is called concurrently for
+// different records, and may be called again for a record it already saw (a
+// crash, an expired lease): make its effect idempotent. ctx carries the
+// staging write's trace, baggage and correlation id, and ends at the hand
+// timeout or when the supervisor gives up draining.
+type Sink interface {
+	Handle(ctx context.Context, rec Record) Result
+}
+
+// SinkFunc adapts a plain function to Sink.
+type SinkFunc func(ctx context.Context, rec Record) Result
+
+// Handle calls f(ctx, rec).
+func (f SinkFunc) Handle(ctx context.Context, rec Record) Result { return f(ctx, rec) }
+
+// Purger is a Sink that also keeps state of its own (such as inbox claims)
+// to purge. The supervisor calls Purge with its retention on every purge
+// pass, next to purging its own settled records.
+type Purger interface {
+	Purge(ctx context.Context, olderThan time.Duration) (int64, error)
+}
+
+type outcome uint8
+
+const (
+	outcomeInvalid outcome = iota
+	outcomeDone
+	outcomeRetry
+	outcomeDead
+	outcomeRelease // never handed: give the lease back
+)
+
+func (o outcome) String() string {
+	return [...]string{"invalid", "done", "retry", "dead", "release"}[o]
+}
+
+// Result is a sink's answer for one record. Build it with Done, DoneWith,
+// Retry or Dead. The zero Result is no answer: the relay records it as a
+// retry whose reason says so.
+type Result struct {
+	outcome outcome
+	delay   time.Duration
+	text    string // the result of done, the reason otherwise
+}
+
+// Done settles the record as processed.
+func Done() Result { return Result{outcome: outcomeDone} }
+
+// DoneWith settles the record as processed and keeps result, such as a
+// provider's reference for a message, with it.
+func DoneWith(result string) Result { return Result{outcome: outcomeDone, text: result} }
+
+// Retry leaves the record pending until delay has passed (on the database
+// clock), counts the attempt and keeps reason as its last error. A negative
+// delay is zero.
+func Retry(delay time.Duration, reason error) Result {
+	return Result{outcome: outcomeRetry, delay: max(delay, 0), text: reasonText(reason)}
+}
+
+// Dead settles the record as dead with reason, to be listed and re-emitted
+// by an operator.
+func Dead(reason error) Result { return Result{outcome: outcomeDead, text: reasonText(reason)} }
+
+// ErrNoReason stands in for a nil reason given to Retry or Dead.
+var ErrNoReason = errors.New("relay: no reason given")
+
+func reasonText(err error) string {
+	if err == nil {
+		err = ErrNoReason
+	}
+	return err.Error()
+}
+
+// String describes the result, such as "retry in 15s: provider down".
+func (r Result) String() string {
+	switch r.outcome {
+	case outcomeDone:
+		return "done"
+	case outcomeRetry:
+		return fmt.Sprintf("retry in %s: %s", r.delay, r.text)
+	case outcomeDead:
+		return "dead: " + r.text
+	}
+	return r.outcome.String()
+}

@@ -1,0 +1,130 @@
+package relay
+
+import (
+	"strings"
+
+	"github.com/tidings-go/tidings/internal/ident"
+)
+
+// pending is the condition of a row that is neither processed, dead nor
+// cancelled: the outbox_due index's predicate.
+const pending = `processed_at IS NULL AND failed_at IS NULL AND cancelled_at IS NULL`
+
+// queries holds every statement of the relay for one schema, built once.
+type queries struct {
+	channel string // the NOTIFY channel of the schema; the payload is the module
+
+	stage, stageBatch string
+	claim, nextDue    string
+	settle            string
+	ping              string
+	listDead, reemit  string
+	notify            string
+	purge             string
+	status, cancel    string
+}
+
+func newQueries(schema string) queries {
+	t := ident.Quote(schema) + ".outbox"
+	r := strings.NewReplacer("{t}", t, "{pending}", pending)
+	return queries{
+		channel: schema + ".outbox",
+
+		// One statement: the row and its wake-up, which PostgreSQL delivers
+		// at commit and drops on rollback.
+		stage: r.Replace(`WITH ins AS (
+			INSERT INTO {t} (id, module, kind, payload, headers, correlation_id, causation_id, available_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, coalesce($8, now())))
+			SELECT pg_notify($9, $2)`),
+		stageBatch: r.Replace(`WITH ins AS (
+			INSERT INTO {t} (id, module, kind, payload, headers, correlation_id, causation_id, available_at)
+			SELECT id, module, kind, payload::jsonb, headers::jsonb, correlation_id, causation_id, coalesce(not_before, now())
+			FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::timestamptz[])
+				AS m(id, module, kind, payload, headers, correlation_id, causation_id, not_before))
+			SELECT pg_notify($9, module) FROM (SELECT DISTINCT unnest($2::text[]) AS module) mods`),
+
+		// Claim and lease in one statement. The CTE locks at most $2 due
+		// rows, skipping rows other relays hold; the UPDATE pushes their
+		// due time past the lease and counts the hand in this commit, so a
+		// crash loop still counts. A row handed more than $4 times is dead
+		// here instead of handed again.
+		claim: r.Replace(`WITH due AS (
+				SELECT id FROM {t}
+				WHERE module = $1 AND {pending} AND available_at <= now()
+				ORDER BY available_at
+				LIMIT $2
+				FOR UPDATE SKIP LOCKED)
+			UPDATE {t} o SET
+				hands = o.hands + 1,
+				available_at = now() + make_interval(secs => $3),
+				failed_at = CASE WHEN o.hands >= $4 THEN now() END,
+				failure_reason = CASE WHEN o.hands >= $4 THEN format(
+					'handed %s times without being settled, more than MaxHands (%s): the record keeps crashing or hanging its handler; last error: %s',
+					o.hands + 1, $4, coalesce(nullif(o.last_error, ''), 'none')) END
+			FROM due WHERE o.id = due.id
+			RETURNING o.id, o.kind, o.payload, o.headers, o.correlation_id, o.causation_id,
+				o.created_at, o.attempts, o.hands, o.last_error, o.failed_at IS NOT NULL,
+				extract(epoch FROM now() - o.created_at)`),
+
+		// Seconds until the module's next row falls due: a retry, a
+		// scheduled record, or a lease that runs out.
+		nextDue: r.Replace(`SELECT extract(epoch FROM min(available_at) - now()) FROM {t}
+			WHERE module = $1 AND {pending}`),
+
+		// Settle many rows in one statement, each fenced by the hand it
+		// belongs to: a relay whose lease ran out cannot overwrite what a
+		// later hand decided.
+		settle: r.Replace(`UPDATE {t} o SET
+				processed_at = CASE WHEN r.outcome = 'done' THEN now() END,
+				result = CASE WHEN r.outcome = 'done' THEN r.text ELSE o.result END,
+				failed_at = CASE WHEN r.outcome = 'dead' THEN now() END,
+				failure_reason = CASE WHEN r.outcome = 'dead' THEN r.text END,
+				attempts = o.attempts + CASE WHEN r.outcome IN ('retry', 'dead') THEN 1 ELSE 0 END,
+				last_error = CASE WHEN r.outcome IN ('retry', 'dead') THEN r.text ELSE o.last_error END,
+				hands = o.hands - CASE WHEN r.outcome = 'release' THEN 1 ELSE 0 END,
+				available_at = CASE r.outcome
+					WHEN 'retry' THEN now() + make_interval(secs => r.delay)
+					WHEN 'release' THEN now()
+					ELSE o.available_at END
+			FROM unnest($1::uuid[], $2::int[], $3::text[], $4::float8[], $5::text[]) AS r(id, hands, outcome, delay, text)
+			WHERE o.id = r.id AND o.hands = r.hands AND o.{pending}`),
+
+		ping: r.Replace(`SELECT 1 FROM {t} LIMIT 0`),
+
+		listDead: r.Replace(`SELECT id, module, kind, payload, correlation_id, causation_id,
+				created_at, failed_at, failure_reason, attempts, hands
+			FROM {t}
+			WHERE failed_at IS NOT NULL
+				AND ($1 = '' OR module = $1) AND ($2 = '' OR kind = $2)
+				AND ($3::timestamptz IS NULL OR failed_at >= $3)
+				AND ($4::timestamptz IS NULL OR failed_at < $4)
+				AND ($5::uuid[] IS NULL OR id = ANY($5))
+			ORDER BY failed_at, id
+			LIMIT $6`),
+		// Re-emit gives dead rows a fresh budget of attempts and hands;
+		// the caller wakes each module's relay in the same transaction.
+		reemit: r.Replace(`WITH up AS (
+				UPDATE {t} SET failed_at = NULL, failure_reason = NULL,
+					attempts = 0, hands = 0, available_at = now()
+				WHERE failed_at IS NOT NULL
+					AND ($1 = '' OR module = $1) AND ($2 = '' OR kind = $2)
+					AND ($3::timestamptz IS NULL OR failed_at >= $3)
+					AND ($4::timestamptz IS NULL OR failed_at < $4)
+					AND ($5::uuid[] IS NULL OR id = ANY($5))
+				RETURNING module)
+			SELECT module, count(*) FROM up GROUP BY module`),
+		notify: `SELECT pg_notify($1, $2)`,
+
+		purge: r.Replace(`DELETE FROM {t} WHERE id IN (
+				SELECT id FROM {t}
+				WHERE (processed_at IS NOT NULL OR cancelled_at IS NOT NULL)
+					AND coalesce(processed_at, cancelled_at) < now() - make_interval(secs => $1)
+				LIMIT $2 FOR UPDATE SKIP LOCKED)`),
+
+		status: r.Replace(`SELECT module, kind, created_at, available_at, attempts, hands, last_error, result,
+				processed_at, failed_at, failure_reason, cancelled_at, now()
+			FROM {t} WHERE id = $1`),
+		cancel: r.Replace(`UPDATE {t} SET cancelled_at = now()
+			WHERE id = $1 AND {pending}`),
+	}
+}

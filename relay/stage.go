@@ -1,0 +1,228 @@
+package relay
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/lib/pq"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tidings-go/tidings/internal/ident"
+	"github.com/tidings-go/tidings/internal/migrate"
+)
+
+// ScopeName is the instrumentation scope of the relay's spans and metrics.
+const ScopeName = "github.com/tidings-go/tidings/relay"
+
+// KindMaxLen is the longest Message.Kind accepted, in bytes.
+const KindMaxLen = 200
+
+// ErrInvalidMessage marks a Message that cannot be staged; the error names
+// the field.
+var ErrInvalidMessage = errors.New("relay: invalid message")
+
+// Execer is what staging needs of the caller's transaction: *sql.Tx,
+// *sqlx.Tx, *sql.Conn and *sql.DB all have it.
+type Execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// propagator captures the staging write's trace context and baggage (W3C).
+var propagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// Migrations returns the outbox's SQL migrations, named as golang-migrate
+// expects. The files name no schema: run them with search_path set to it.
+func Migrations() fs.FS {
+	sub, err := fs.Sub(migrationFiles, "migrations")
+	if err != nil {
+		panic(err) // the embedded directory always exists
+	}
+	return sub
+}
+
+// Migrate creates or updates the outbox table in schema ("" means
+// SchemaDefault). It is safe to run from many processes at once.
+func Migrate(ctx context.Context, db *sql.DB, schema string) error {
+	if schema == "" {
+		schema = SchemaDefault
+	}
+	return migrate.Apply(ctx, db, schema, migrate.Set{Component: "relay", FS: Migrations()})
+}
+
+// Outbox is the outbox table of one schema: staging into it, and the
+// operator's calls on it. It is safe for concurrent use.
+type Outbox struct {
+	schema string
+	q      queries
+}
+
+// NewOutbox returns the outbox of schema ("" means SchemaDefault). The name
+// must be a lower-case identifier of at most 63 bytes; it is checked here,
+// never pasted unchecked into SQL.
+func NewOutbox(schema string) (*Outbox, error) {
+	if schema == "" {
+		schema = SchemaDefault
+	}
+	if err := ident.Check("schema", schema); err != nil {
+		return nil, fmt.Errorf("relay: %w", err)
+	}
+	return &Outbox{schema: schema, q: newQueries(schema)}, nil
+}
+
+var defaultOutbox, _ = NewOutbox(SchemaDefault)
+
+// Stage stages msg in the default schema's outbox; see [Outbox.Stage].
+func Stage(ctx context.Context, tx Execer, msg Message) (uuid.UUID, error) {
+	return defaultOutbox.Stage(ctx, tx, msg)
+}
+
+// StageBatch stages msgs in the default schema's outbox; see
+// [Outbox.StageBatch].
+func StageBatch(ctx context.Context, tx Execer, msgs []Message) ([]uuid.UUID, error) {
+	return defaultOutbox.StageBatch(ctx, tx, msgs)
+}
+
+// Stage writes msg as one outbox row inside tx and returns its id, a
+// UUIDv7. The row exists if and only if tx commits, and its module's relay
+// is woken at that commit. The row carries the trace context and baggage of
+// ctx, and its correlation and causation ids (see WithCorrelationID).
+// An invalid msg is an ErrInvalidMessage naming the field; nothing is
+// written then.
+func (o *Outbox) Stage(ctx context.Context, tx Execer, msg Message) (uuid.UUID, error) {
+	if err := msg.validate(); err != nil {
+		return uuid.Nil, err
+	}
+	row, err := o.prepare(ctx, msg)
+	if err != nil {
+		return uuid.Nil, err
+	}
+	var notBefore any
+	if !msg.NotBefore.IsZero() {
+		notBefore = msg.NotBefore
+	}
+	if _, err := tx.ExecContext(ctx, o.q.stage, row.id, msg.Module, msg.Kind, []byte(msg.Payload),
+		row.headers, row.correlation, row.causation, notBefore, o.q.channel); err != nil {
+		return uuid.Nil, fmt.Errorf("relay: stage: %w", err)
+	}
+	return row.id, nil
+}
+
+// StageBatch writes msgs in one statement inside tx and returns their ids
+// in order; otherwise it is Stage. If any message is invalid, the error
+// names its index and field and nothing is written.
+func (o *Outbox) StageBatch(ctx context.Context, tx Execer, msgs []Message) ([]uuid.UUID, error) {
+	n := len(msgs)
+	if n == 0 {
+		return nil, nil
+	}
+	for i, msg := range msgs {
+		if err := msg.validate(); err != nil {
+			return nil, fmt.Errorf("messages[%d]: %w", i, err)
+		}
+	}
+	ids := make([]uuid.UUID, n)
+	cols := [8][]string{}
+	for c := range cols {
+		cols[c] = make([]string, n)
+	}
+	notBefore := make([]sql.NullString, n)
+	for i, msg := range msgs {
+		row, err := o.prepare(ctx, msg)
+		if err != nil {
+			return nil, err
+		}
+		ids[i] = row.id
+		cols[0][i], cols[1][i], cols[2][i], cols[3][i] = row.id.String(), msg.Module, msg.Kind, string(msg.Payload)
+		cols[4][i], cols[5][i], cols[6][i] = string(row.headers), row.correlation, row.causation
+		if !msg.NotBefore.IsZero() {
+			notBefore[i] = sql.NullString{String: msg.NotBefore.Format(time.RFC3339Nano), Valid: true}
+		}
+	}
+	if _, err := tx.ExecContext(ctx, o.q.stageBatch, pq.Array(cols[0]), pq.Array(cols[1]), pq.Array(cols[2]),
+		pq.Array(cols[3]), pq.Array(cols[4]), pq.Array(cols[5]), pq.Array(cols[6]), pq.Array(notBefore),
+		o.q.channel); err != nil {
+		return nil, fmt.Errorf("relay: stage batch: %w", err)
+	}
+	return ids, nil
+}
+
+type stagedRow struct {
+	id                     uuid.UUID
+	headers                []byte
+	correlation, causation string
+}
+
+// prepare gives msg its id and captures what ctx carries: a producer span,
+// the trace context and baggage, the correlation and causation ids.
+func (o *Outbox) prepare(ctx context.Context, msg Message) (stagedRow, error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return stagedRow{}, fmt.Errorf("relay: new id: %w", err)
+	}
+	ctx, span := otel.GetTracerProvider().Tracer(ScopeName).Start(ctx, "send "+msg.Module,
+		trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(
+			attribute.String("messaging.system", "tidings"),
+			attribute.String("messaging.operation.type", "send"),
+			attribute.String("messaging.destination.name", msg.Module),
+			attribute.String("messaging.message.id", id.String()),
+		))
+	defer span.End()
+	carrier := propagation.MapCarrier{}
+	propagator.Inject(ctx, carrier)
+	headers, err := json.Marshal(carrier)
+	if err != nil {
+		return stagedRow{}, fmt.Errorf("relay: encode headers: %w", err)
+	}
+	row := stagedRow{id: id, headers: headers, correlation: CorrelationID(ctx), causation: CausationID(ctx)}
+	if row.correlation == "" {
+		row.correlation = id.String()
+	}
+	return row, nil
+}
+
+func (m Message) validate() error {
+	if err := ident.Check("Module", m.Module); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidMessage, err)
+	}
+	switch {
+	case m.Kind == "":
+		return fmt.Errorf("%w: Kind is empty", ErrInvalidMessage)
+	case len(m.Kind) > KindMaxLen:
+		return fmt.Errorf("%w: Kind is %d bytes long, at most %d allowed", ErrInvalidMessage, len(m.Kind), KindMaxLen)
+	case !printable(m.Kind):
+		return fmt.Errorf("%w: Kind %q has a control character or invalid UTF-8", ErrInvalidMessage, m.Kind)
+	case len(m.Payload) == 0:
+		return fmt.Errorf("%w: Payload is empty", ErrInvalidMessage)
+	case !json.Valid(m.Payload):
+		return fmt.Errorf("%w: Payload is not valid JSON", ErrInvalidMessage)
+	}
+	return nil
+}
+
+func printable(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,126 @@
+package relay_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tidings-go/tidings/relay"
+)
+
+func TestStage(t *testing.T) {
+	t.Parallel()
+
+	t.Run("CommittedRowHasIDHeadersAndChain", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ctx := relay.WithCorrelationID(t.Context(), "req-42")
+		ctx = relay.WithCausationID(ctx, "cause-1")
+		tx, err := b.db.BeginTx(ctx, nil)
+		require.NoError(t, err)
+		id, err := b.ob.Stage(ctx, tx, relay.Message{Module: module, Kind: "order.placed", Payload: payload(1)})
+		require.NoError(t, err)
+		require.NoError(t, tx.Commit())
+		require.Equal(t, 7, int(id.Version()), "ids are UUIDv7")
+
+		var kind, corr, cause string
+		var body json.RawMessage
+		require.NoError(t, b.db.QueryRowContext(ctx, `SELECT kind, payload, correlation_id, causation_id FROM "`+b.schema+`".outbox WHERE id = $1`, id).
+			Scan(&kind, &body, &corr, &cause))
+		require.Equal(t, "order.placed", kind)
+		require.JSONEq(t, `{"n":1}`, string(body))
+		require.Equal(t, "req-42", corr)
+		require.Equal(t, "cause-1", cause)
+	})
+
+	t.Run("WithoutCorrelationTheRowStartsAChain", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		id, err := b.ob.Stage(t.Context(), b.db, relay.Message{Module: module, Kind: "k", Payload: payload(1)})
+		require.NoError(t, err)
+		b.eventually(t, "correlation_id = '"+id.String()+"' AND causation_id = ''", 1, time.Second)
+	})
+
+	t.Run("G1RolledBackLeavesNoRowAndNothingIsHanded", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		sink := newRecorder(nil)
+		supervise(t, b.db, b.config(t), sink)
+
+		tx, err := b.db.BeginTx(t.Context(), nil)
+		require.NoError(t, err)
+		_, err = b.ob.Stage(t.Context(), tx, relay.Message{Module: module, Kind: "k", Payload: payload(1)})
+		require.NoError(t, err)
+		require.NoError(t, tx.Rollback())
+		// A committed record staged after it is handed: once it is, the
+		// rolled-back one has had every chance to be handed too.
+		ids := b.stage(t, 1)
+		sink.waitHands(t, 1, 10*time.Second)
+		require.Equal(t, 1, sink.handsOf(ids[0]))
+		require.Equal(t, 1, sink.total())
+		require.Equal(t, 1, b.count(t, "true"))
+	})
+
+	t.Run("BatchStagesAllInOrder", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ids := b.stage(t, 3)
+		require.Len(t, ids, 3)
+		for i, id := range ids {
+			var body json.RawMessage
+			require.NoError(t, b.db.QueryRowContext(t.Context(), `SELECT payload FROM "`+b.schema+`".outbox WHERE id = $1`, id).Scan(&body))
+			require.JSONEq(t, string(payload(i)), string(body))
+		}
+	})
+
+	t.Run("NotBeforeDelaysTheRecord", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		at := time.Now().Add(time.Hour)
+		_, err := b.ob.Stage(t.Context(), b.db, relay.Message{Module: module, Kind: "k", Payload: payload(1), NotBefore: at})
+		require.NoError(t, err)
+		require.Equal(t, 1, b.count(t, "available_at > now() + interval '59 minutes'"))
+	})
+
+	t.Run("InvalidMessagesNameTheFieldAndStageNothing", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ok := relay.Message{Module: module, Kind: "k", Payload: payload(1)}
+		for name, tc := range map[string]struct {
+			mutate func(*relay.Message)
+			want   string
+		}{
+			"EmptyModule":  {func(m *relay.Message) { m.Module = "" }, "Module is empty"},
+			"BadModule":    {func(m *relay.Message) { m.Module = `x"; drop table y;--` }, "Module"},
+			"EmptyKind":    {func(m *relay.Message) { m.Kind = "" }, "Kind is empty"},
+			"LongKind":     {func(m *relay.Message) { m.Kind = strings.Repeat("k", 201) }, "Kind is 201 bytes"},
+			"ControlKind":  {func(m *relay.Message) { m.Kind = "a\nb" }, "Kind"},
+			"EmptyPayload": {func(m *relay.Message) { m.Payload = nil }, "Payload is empty"},
+			"InvalidJSON":  {func(m *relay.Message) { m.Payload = json.RawMessage(`{"a":`) }, "Payload is not valid JSON"},
+		} {
+			msg := ok
+			tc.mutate(&msg)
+			_, err := b.ob.Stage(t.Context(), b.db, msg)
+			require.ErrorIs(t, err, relay.ErrInvalidMessage, name)
+			require.ErrorContains(t, err, tc.want, name)
+
+			_, err = b.ob.StageBatch(t.Context(), b.db, []relay.Message{ok, msg})
+			require.ErrorContains(t, err, "messages[1]: ", name)
+			require.ErrorContains(t, err, tc.want, name)
+		}
+		require.Equal(t, 0, b.count(t, "true"))
+	})
+}
+
+func TestNewOutboxRejectsBadSchemas(t *testing.T) {
+	t.Parallel()
+	for _, schema := range []string{`a"; drop table x;--`, "Tidings", strings.Repeat("s", 64), "a.b"} {
+		_, err := relay.NewOutbox(schema)
+		require.ErrorContains(t, err, "schema", schema)
+	}
+	_, err := relay.NewOutbox("")
+	require.NoError(t, err, "empty means the default")
+}

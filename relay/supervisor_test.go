@@ -1,0 +1,264 @@
+package relay_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tidings-go/tidings/internal/pgtest"
+	"github.com/tidings-go/tidings/relay"
+)
+
+func TestSupervise(t *testing.T) {
+	t.Parallel()
+
+	t.Run("WakesOnCommitWithoutTheSweep", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		sink := newRecorder(nil)
+		cfg := b.config(t) // sweep every hour
+		supervise(t, b.db, cfg, sink)
+		// Whatever the first claim found is gone; wait until the relay
+		// is idle, listening, then commit.
+		b.eventually(t, "true", 0, time.Second)
+		for i := range 5 {
+			start := time.Now()
+			ids := b.stage(t, 1)
+			require.Eventually(t, func() bool { return sink.handsOf(ids[0]) == 1 }, 10*time.Second, time.Millisecond, "record %d", i)
+			t.Logf("commit to hand: %s", time.Since(start))
+		}
+		b.eventually(t, "processed_at IS NOT NULL", 5, 5*time.Second)
+	})
+
+	t.Run("SweepFindsRecordsWithoutWakeUps", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		sink := newRecorder(nil)
+		cfg := b.config(t)
+		// A LISTEN session that can never connect: every wake-up is lost.
+		cfg.ListenDSN = "postgres://nobody@127.0.0.1:1/none?sslmode=disable&connect_timeout=1"
+		cfg.SweepInterval = 300 * time.Millisecond
+		supervise(t, b.db, cfg, sink)
+		ids := b.stage(t, 3)
+		start := time.Now()
+		sink.waitHands(t, 3, 5*time.Second)
+		for _, id := range ids {
+			require.Equal(t, 1, sink.handsOf(id))
+		}
+		t.Logf("handed by the sweep after %s", time.Since(start))
+	})
+
+	t.Run("ListenerTerminatedStillHandsWithinTheSweep", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		sink := newRecorder(nil)
+		cfg := b.config(t)
+		cfg.SweepInterval = time.Second
+		cfg.ListenDSN = pgtest.URL(t) + "&application_name=listen_" + b.schema
+		supervise(t, b.db, cfg, sink)
+		for round := range 3 {
+			// Terminate the LISTEN session, then stage while it is away.
+			require.Eventually(t, func() bool {
+				var n int
+				require.NoError(t, b.db.QueryRowContext(t.Context(),
+					`SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1`,
+					"listen_"+b.schema).Scan(&n))
+				return n > 0
+			}, 10*time.Second, 20*time.Millisecond)
+			ids := b.stage(t, 2)
+			require.Eventually(t, func() bool { return sink.handsOf(ids[0]) == 1 && sink.handsOf(ids[1]) == 1 },
+				cfg.SweepInterval+2*time.Second, 5*time.Millisecond, "round %d", round)
+		}
+	})
+
+	t.Run("RetryIsCountedAndHandedAgainAfterTheDelay", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		sink := newRecorder(func(_ context.Context, rec relay.Record) relay.Result {
+			if rec.Attempts < 2 {
+				return relay.Retry(300*time.Millisecond, fmt.Errorf("provider down (attempt %d)", rec.Attempts+1))
+			}
+			return relay.DoneWith("ref-1")
+		})
+		supervise(t, b.db, b.config(t), sink) // sweep every hour: the relay must wake itself
+		ids := b.stage(t, 1)
+		b.eventually(t, "processed_at IS NOT NULL AND attempts = 2 AND result = 'ref-1'", 1, 10*time.Second)
+
+		recs := sink.records()
+		require.Len(t, recs, 3)
+		require.Equal(t, []int{0, 1, 2}, []int{recs[0].Attempts, recs[1].Attempts, recs[2].Attempts})
+		require.Equal(t, "provider down (attempt 2)", recs[2].LastError)
+		require.Equal(t, ids[0], recs[2].ID)
+		require.Equal(t, 3, recs[2].Hand)
+	})
+
+	t.Run("DeadAtOnceWithTheSinksReason", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		sink := newRecorder(func(context.Context, relay.Record) relay.Result {
+			return relay.Dead(errors.New("recipient unknown"))
+		})
+		supervise(t, b.db, b.config(t), sink)
+		b.stage(t, 1)
+		b.eventually(t, "failed_at IS NOT NULL AND failure_reason = 'recipient unknown' AND attempts = 1", 1, 10*time.Second)
+		require.Equal(t, 1, sink.total())
+	})
+
+	t.Run("PoisonIsDeadAfterMaxHandsAndTheRestFlow", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		var poison atomic.Value
+		sink := newRecorder(func(_ context.Context, rec relay.Record) relay.Result {
+			if rec.ID == poison.Load() {
+				panic("boom on " + rec.Kind)
+			}
+			return relay.Done()
+		})
+		cfg := b.config(t)
+		cfg.MaxHands = 3
+		cfg.HandTimeout = 100 * time.Millisecond
+		cfg.Lease = 200 * time.Millisecond
+		ids := b.stage(t, 20)
+		poison.Store(ids[7])
+		supervise(t, b.db, cfg, sink)
+
+		b.eventually(t, "processed_at IS NOT NULL", 19, 10*time.Second)
+		b.eventually(t, "failed_at IS NOT NULL", 1, 10*time.Second)
+		dead, err := b.ob.ListDead(t.Context(), b.db, nil)
+		require.NoError(t, err)
+		require.Len(t, dead, 1)
+		require.Equal(t, ids[7], dead[0].ID)
+		require.Contains(t, dead[0].Reason, "handed 4 times")
+		require.Contains(t, dead[0].Reason, "MaxHands (3)")
+		require.Contains(t, dead[0].Reason, "sink panicked: boom on order.placed")
+		require.Equal(t, 3, sink.handsOf(ids[7]))
+	})
+
+	t.Run("HandCarriesCorrelationAndCausation", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		type seen struct{ corr, cause string }
+		got := make(chan seen, 2)
+		var child atomic.Value
+		sink := newRecorder(func(ctx context.Context, rec relay.Record) relay.Result {
+			got <- seen{relay.CorrelationID(ctx), relay.CausationID(ctx)}
+			if rec.Kind == "parent" {
+				// Staged from inside a hand: no ids passed by hand.
+				id, err := b.ob.Stage(ctx, b.db, relay.Message{Module: module, Kind: "child", Payload: payload(2)})
+				if err != nil {
+					return relay.Retry(0, err)
+				}
+				child.Store(id)
+			}
+			return relay.Done()
+		})
+		supervise(t, b.db, b.config(t), sink)
+		ctx := relay.WithCorrelationID(t.Context(), "booking-7")
+		parent, err := b.ob.Stage(ctx, b.db, relay.Message{Module: module, Kind: "parent", Payload: payload(1)})
+		require.NoError(t, err)
+
+		first, second := <-got, <-got
+		require.Equal(t, seen{"booking-7", parent.String()}, first)
+		childID := child.Load().(uuid.UUID)
+		require.Equal(t, seen{"booking-7", childID.String()}, second)
+		b.eventually(t, fmt.Sprintf("id = '%s' AND causation_id = '%s' AND correlation_id = 'booking-7'", childID, parent), 1, time.Second)
+	})
+
+	t.Run("FourRelaysSettleEveryRecordOnce", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		const n = 10_000
+		b.stage(t, n)
+		sink := newRecorder(nil)
+		cfg := b.config(t)
+		cfg.Lease = 10 * time.Minute // longer than the test: no record may be handed twice
+		for range 4 {
+			supervise(t, b.db, cfg, sink)
+		}
+		b.eventually(t, "processed_at IS NOT NULL", n, 60*time.Second)
+		require.Equal(t, n, sink.total(), "every record handed exactly once")
+		require.Equal(t, n, b.count(t, "hands = 1"))
+	})
+
+	t.Run("ShutdownLetsInFlightFinish", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		release := make(chan struct{})
+		started := make(chan struct{}, 10)
+		sink := newRecorder(func(ctx context.Context, rec relay.Record) relay.Result {
+			started <- struct{}{}
+			<-release
+			return relay.Done()
+		})
+		cfg := b.config(t)
+		cfg.Concurrency = 2
+		cfg.BatchSize = 2
+		b.stage(t, 5)
+		stop := supervise(t, b.db, cfg, sink)
+		<-started
+		<-started
+		stopped := make(chan struct{})
+		go func() { stop(); close(stopped) }()
+		select {
+		case <-stopped:
+			t.Fatal("Supervise returned while hands were in flight")
+		case <-time.After(200 * time.Millisecond):
+		}
+		close(release)
+		<-stopped
+		require.Equal(t, 2, b.count(t, "processed_at IS NOT NULL"))
+		require.Equal(t, 3, b.count(t, "processed_at IS NULL AND hands = 0 AND available_at <= now()"), "never claimed, still due")
+	})
+
+	t.Run("GracePeriodOverCancelsAndTheRecordStaysPending", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		started := make(chan struct{}, 1)
+		sink := newRecorder(func(ctx context.Context, rec relay.Record) relay.Result {
+			started <- struct{}{}
+			<-ctx.Done()
+			return relay.Retry(0, ctx.Err())
+		})
+		cfg := b.config(t)
+		cfg.GracePeriod = 100 * time.Millisecond
+		cfg.HandTimeout = time.Minute
+		cfg.Lease = 2 * time.Minute
+		b.stage(t, 1)
+		stop := supervise(t, b.db, cfg, sink)
+		<-started
+		stop()
+		require.Equal(t, 1, b.count(t, "processed_at IS NULL AND failed_at IS NULL AND attempts = 1 AND last_error = 'context canceled' AND available_at <= now()"))
+	})
+}
+
+func TestSuperviseRejectsBadConfig(t *testing.T) {
+	t.Parallel()
+	db := pgtest.DB(t)
+	for name, tc := range map[string]struct {
+		cfg  relay.Config
+		want string
+	}{
+		"NoModule":          {relay.Config{}, "Module is empty"},
+		"BadModule":         {relay.Config{Module: "Orders"}, "Module"},
+		"BadSchema":         {relay.Config{Module: module, Schema: `x"; drop table y;--`}, "Schema"},
+		"LongSchema":        {relay.Config{Module: module, Schema: strings.Repeat("s", 64)}, "Schema is 64 bytes"},
+		"NegativeBatch":     {relay.Config{Module: module, BatchSize: -1}, "BatchSize is negative"},
+		"NegativeConc":      {relay.Config{Module: module, Concurrency: -5}, "Concurrency is negative"},
+		"LeaseBelowTimeout": {relay.Config{Module: module, HandTimeout: time.Minute, Lease: 30 * time.Second}, "Lease (30s) must be longer than HandTimeout (1m0s)"},
+		"NegativeGrace":     {relay.Config{Module: module, GracePeriod: -time.Second}, "GracePeriod is negative"},
+	} {
+		err := relay.Supervise(t.Context(), db, &tc.cfg, newRecorder(nil))
+		require.ErrorIs(t, err, relay.ErrConfig, name)
+		require.ErrorContains(t, err, tc.want, name)
+	}
+	require.ErrorIs(t, relay.Supervise(t.Context(), db, &relay.Config{Module: module}, nil), relay.ErrNoSink)
+	err := relay.Supervise(t.Context(), db, &relay.Config{Module: module, Schema: "not_migrated"}, newRecorder(nil))
+	require.ErrorContains(t, err, "read outbox not_migrated")
+}
