@@ -1,0 +1,198 @@
+package recording
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"sync"
+
+	"github.com/google/uuid"
+
+	"github.com/tidings-go/tidings/delivery"
+)
+
+// Delivery is a [delivery.Delivery] that records every request it is handed
+// and answers from a script.
+//
+// Each request is answered with the next outcome of the most specific
+// matching script that is not empty: the script for its recipient
+// ([Delivery.ScriptRecipient]), then the one for its channel
+// ([Delivery.ScriptChannel]), then the general one ([Delivery.Script]). When
+// every matching script has run out, the answer is [delivery.Delivered].
+//
+// A Delivery is safe for concurrent use. The zero value is ready to use, with
+// empty scripts; [New] returns one. A Delivery holds no resources and needs no
+// closing.
+type Delivery struct {
+	mu          sync.Mutex
+	requests    []delivery.Pending
+	general     []delivery.Outcome
+	byChannel   map[string][]delivery.Outcome
+	byRecipient map[string][]delivery.Outcome
+	// recorded is closed and replaced on every record, waking every Wait
+	// blocked on it. nil until the first Wait or record needs it.
+	recorded chan struct{}
+}
+
+// New returns an empty Delivery: nothing recorded, and every request answered
+// Delivered until a script says otherwise.
+func New() *Delivery {
+	return &Delivery{}
+}
+
+// Script appends outcomes to the general script: they answer, in order, the
+// requests that no more specific script matches.
+func (d *Delivery) Script(outcomes ...delivery.Outcome) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+
+	d.general = append(d.general, outcomes...)
+}
+
+// ScriptChannel appends outcomes to the script of channel: they answer, in
+// order, requests whose Channel is channel and that no recipient script
+// matches.
+func (d *Delivery) ScriptChannel(channel string, outcomes ...delivery.Outcome) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+
+	if d.byChannel == nil {
+		d.byChannel = make(map[string][]delivery.Outcome)
+	}
+	d.byChannel[channel] = append(d.byChannel[channel], outcomes...)
+}
+
+// ScriptRecipient appends outcomes to the script of recipient: they answer,
+// in order, requests whose Recipient is recipient. It is the most specific
+// script and is checked first.
+func (d *Delivery) ScriptRecipient(recipient string, outcomes ...delivery.Outcome) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+
+	if d.byRecipient == nil {
+		d.byRecipient = make(map[string][]delivery.Outcome)
+	}
+	d.byRecipient[recipient] = append(d.byRecipient[recipient], outcomes...)
+}
+
+// Deliver records p, with a shallow copy of p.Data so that a later change by
+// the caller does not change the record, and then answers with the next
+// outcome of the most specific matching script that is not empty, or
+// [delivery.Delivered] when every matching script has run out. The request
+// is recorded before it is answered, so a Wait that returns has seen it.
+//
+// Deliver never blocks and does not consult ctx. A scripted zero
+// [delivery.Outcome] is answered as it is, for testing how a dispatcher
+// treats an invalid answer.
+func (d *Delivery) Deliver(ctx context.Context, p delivery.Pending) delivery.Outcome {
+	p.Data = maps.Clone(p.Data)
+
+	d.mu.Lock()
+	defer d.mu.Unlock()
+
+	d.requests = append(d.requests, p)
+	if d.recorded != nil {
+		close(d.recorded)
+		d.recorded = nil
+	}
+
+	if outcome, ok := pop(d.byRecipient, p.Recipient); ok {
+		return outcome
+	}
+	if outcome, ok := pop(d.byChannel, p.Channel); ok {
+		return outcome
+	}
+	if len(d.general) > 0 {
+		outcome := d.general[0]
+		d.general = d.general[1:]
+		return outcome
+	}
+	return delivery.Delivered()
+}
+
+// pop removes and returns the first outcome scripted under key, if any.
+func pop(scripts map[string][]delivery.Outcome, key string) (delivery.Outcome, bool) {
+	script := scripts[key]
+	if len(script) == 0 {
+		return delivery.Outcome{}, false
+	}
+	if len(script) == 1 {
+		delete(scripts, key)
+	} else {
+		scripts[key] = script[1:]
+	}
+	return script[0], true
+}
+
+// Requests returns a copy of every request recorded so far, in the order
+// they arrived. Changing the result, including its Data maps, does not
+// change the record.
+func (d *Delivery) Requests() []delivery.Pending {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+
+	return clonePending(d.requests)
+}
+
+// Len returns how many requests were recorded.
+func (d *Delivery) Len() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+
+	return len(d.requests)
+}
+
+// Wait blocks until at least n requests were recorded or ctx ends. It
+// returns copies of the first n requests, in the order they arrived, or, if
+// ctx ended first, an error wrapping ctx.Err() that says how many arrived:
+// "recording: waited for 3 requests, got 1: context deadline exceeded".
+// When n requests are already recorded, Wait returns them whatever the state
+// of ctx. A Wait without a deadline on ctx can block forever.
+func (d *Delivery) Wait(ctx context.Context, n int) ([]delivery.Pending, error) {
+	for {
+		d.mu.Lock()
+		if len(d.requests) >= n {
+			got := clonePending(d.requests[:max(n, 0)])
+			d.mu.Unlock()
+			return got, nil
+		}
+		if d.recorded == nil {
+			d.recorded = make(chan struct{})
+		}
+		recorded := d.recorded
+		d.mu.Unlock()
+
+		select {
+		case <-recorded:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("recording: waited for %d requests, got %d: %w", n, d.Len(), ctx.Err())
+		}
+	}
+}
+
+// Count returns how many recorded requests have this ID: 1 when a request
+// was handed exactly once.
+func (d *Delivery) Count(id uuid.UUID) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+
+	count := 0
+	for _, p := range d.requests {
+		if p.ID == id {
+			count++
+		}
+	}
+	return count
+}
+
+// clonePending copies requests and the Data map of each.
+func clonePending(requests []delivery.Pending) []delivery.Pending {
+	out := make([]delivery.Pending, len(requests))
+	for i, p := range requests {
+		p.Data = maps.Clone(p.Data)
+		out[i] = p
+	}
+	return out
+}
+
+var _ delivery.Delivery = (*Delivery)(nil)
