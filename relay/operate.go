@@ -158,7 +158,7 @@ func (s *supervisor) purgeLoop(ctx context.Context) {
 			s.log.InfoContext(ctx, "purged settled records", "records", n)
 		}
 		if p, ok := s.sink.(Purger); ok {
-			n, err := p.Purge(ctx, s.cfg.Retention)
+			n, err := p.Purge(ctx)
 			if err != nil && ctx.Err() == nil {
 				s.log.WarnContext(ctx, "sink purge failed", "err", err)
 			}

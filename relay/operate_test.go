@@ -129,7 +129,7 @@ type purgingSink struct{ calls atomic.Int64 }
 
 func (p *purgingSink) Handle(context.Context, relay.Record) relay.Result { return relay.Done() }
 
-func (p *purgingSink) Purge(_ context.Context, olderThan time.Duration) (int64, error) {
+func (p *purgingSink) Purge(context.Context) (int64, error) {
 	p.calls.Add(1)
 	return 0, nil
 }

@@ -39,6 +39,20 @@ type Record struct {
 	Attempts      int               // answers other than done so far; this hand is attempt Attempts+1
 	Hand          int               // 1 on the first hand; counts crashes and lease expiries too
 	LastError     string            // the reason of the last retry; empty on the first attempt
+
+	staged    time.Duration // staging to claim, on the database clock
+	claimedAt time.Time     // when the claim returned, on this process's clock
+}
+
+// Waited reports how long the record has waited since it was staged: the
+// time until its claim on the database clock, plus the time since the claim
+// on this process's monotonic clock, so clock skew between the two does
+// not distort it. It is zero for a Record the relay did not claim.
+func (r Record) Waited() time.Duration {
+	if r.claimedAt.IsZero() {
+		return 0
+	}
+	return r.staged + time.Since(r.claimedAt)
 }
 
 // Sink handles the records a relay claims. Handle is called concurrently for
@@ -57,10 +71,10 @@ type SinkFunc func(ctx context.Context, rec Record) Result
 func (f SinkFunc) Handle(ctx context.Context, rec Record) Result { return f(ctx, rec) }
 
 // Purger is a Sink that also keeps state of its own (such as inbox claims)
-// to purge. The supervisor calls Purge with its retention on every purge
-// pass, next to purging its own settled records.
+// to purge after a retention of its own. The supervisor calls Purge on every
+// purge pass, next to purging its own settled records.
 type Purger interface {
-	Purge(ctx context.Context, olderThan time.Duration) (int64, error)
+	Purge(ctx context.Context) (int64, error)
 }
 
 type outcome uint8
@@ -114,10 +128,14 @@ func reasonText(err error) string {
 	return err.Error()
 }
 
-// String describes the result, such as "retry in 15s: provider down".
+// String describes the result, such as "done", "done: <result>",
+// "retry in 15s: provider down" or "dead: <reason>".
 func (r Result) String() string {
 	switch r.outcome {
 	case outcomeDone:
+		if r.text != "" {
+			return "done: " + r.text
+		}
 		return "done"
 	case outcomeRetry:
 		return fmt.Sprintf("retry in %s: %s", r.delay, r.text)

@@ -122,7 +122,7 @@ func newQueries(schema string) queries {
 				LIMIT $2 FOR UPDATE SKIP LOCKED)`),
 
 		status: r.Replace(`SELECT module, kind, created_at, available_at, attempts, hands, last_error, result,
-				processed_at, failed_at, failure_reason, cancelled_at, now()
+				processed_at, failed_at, failure_reason, cancelled_at
 			FROM {t} WHERE id = $1`),
 		cancel: r.Replace(`UPDATE {t} SET cancelled_at = now()
 			WHERE id = $1 AND {pending}`),

@@ -165,15 +165,15 @@ func (s *supervisor) claimLoop(ctx, work context.Context, hands *sync.WaitGroup)
 		backoff = 0
 		if ctx.Err() != nil {
 			// Claimed as shutdown began: give the leases back unstarted.
-			for _, c := range recs {
-				s.settles <- settlement{id: c.rec.ID, hand: c.rec.Hand, res: Result{outcome: outcomeRelease}}
+			for _, rec := range recs {
+				s.settles <- settlement{id: rec.ID, hand: rec.Hand, res: Result{outcome: outcomeRelease}}
 			}
 			return
 		}
-		for _, c := range recs {
+		for _, rec := range recs {
 			s.slots <- struct{}{}
 			hands.Go(func() {
-				s.hand(work, c)
+				s.hand(work, rec)
 				<-s.slots
 				s.poke(s.freed)
 			})
@@ -193,36 +193,27 @@ func (s *supervisor) claimLoop(ctx, work context.Context, hands *sync.WaitGroup)
 	}
 }
 
-// claimed is a record with what the claim learned about it.
-type claimed struct {
-	rec       Record
-	lag       time.Duration // staging to claim, on the database clock
-	claimedAt time.Time     // when the claim returned, on this process's clock
-}
-
 // claim leases up to limit due records. Records handed too often come back
 // dead from the claim itself and are only reported.
-func (s *supervisor) claim(ctx context.Context, limit int) ([]claimed, error) {
+func (s *supervisor) claim(ctx context.Context, limit int) ([]Record, error) {
 	rows, err := s.db.QueryContext(ctx, s.ob.q.claim, s.cfg.Module, limit, s.cfg.Lease.Seconds(), s.cfg.MaxHands)
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
 	defer rows.Close()
 	now := time.Now()
-	var out []claimed
+	var out []Record
 	for rows.Next() {
 		var (
-			c        = claimed{claimedAt: now}
+			r        = Record{Module: s.cfg.Module, claimedAt: now}
 			headers  []byte
 			poisoned bool
-			lag      float64
+			staged   float64
 		)
-		r := &c.rec
 		if err := rows.Scan(&r.ID, &r.Kind, &r.Payload, &headers, &r.CorrelationID, &r.CausationID,
-			&r.CreatedAt, &r.Attempts, &r.Hand, &r.LastError, &poisoned, &lag); err != nil {
+			&r.CreatedAt, &r.Attempts, &r.Hand, &r.LastError, &poisoned, &staged); err != nil {
 			return nil, fmt.Errorf("claim: scan: %w", err)
 		}
-		r.Module = s.cfg.Module
 		if err := json.Unmarshal(headers, &r.Headers); err != nil {
 			s.log.WarnContext(ctx, "ignoring undecodable headers", "outbox_id", r.ID, "err", err)
 		}
@@ -232,8 +223,8 @@ func (s *supervisor) claim(ctx context.Context, limit int) ([]claimed, error) {
 				"max_hands", s.cfg.MaxHands, "last_error", r.LastError)
 			continue
 		}
-		c.lag = time.Duration(lag * float64(time.Second))
-		out = append(out, c)
+		r.staged = time.Duration(staged * float64(time.Second))
+		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
@@ -254,29 +245,29 @@ func (s *supervisor) nextWait(ctx context.Context) time.Duration {
 }
 
 // hand gives one record to the sink and queues its settlement.
-func (s *supervisor) hand(work context.Context, c claimed) {
-	ctx, span := s.startSpan(work, c.rec)
+func (s *supervisor) hand(work context.Context, rec Record) {
+	ctx, span := s.startSpan(work, rec)
 	defer span.End()
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.HandTimeout)
 	defer cancel()
 
-	s.tel.handed(ctx, c.lag+time.Since(c.claimedAt))
+	s.tel.handed(ctx, rec.Waited())
 	start := time.Now()
-	res := s.call(ctx, c.rec)
+	res := s.call(ctx, rec)
 	s.tel.finished(ctx, res.outcome, time.Since(start))
 
 	switch res.outcome {
 	case outcomeDone:
-		s.log.DebugContext(ctx, "record done", "outbox_id", c.rec.ID, "hand", c.rec.Hand)
+		s.log.DebugContext(ctx, "record done", "outbox_id", rec.ID, "hand", rec.Hand)
 	case outcomeRetry:
 		span.SetStatus(codes.Error, res.text)
-		s.log.WarnContext(ctx, "record will be retried", "outbox_id", c.rec.ID, "attempt", c.rec.Attempts+1,
+		s.log.WarnContext(ctx, "record will be retried", "outbox_id", rec.ID, "attempt", rec.Attempts+1,
 			"delay", res.delay, "err", res.text)
 	case outcomeDead:
 		span.SetStatus(codes.Error, res.text)
-		s.log.ErrorContext(ctx, "record dead", "outbox_id", c.rec.ID, "attempt", c.rec.Attempts+1, "err", res.text)
+		s.log.ErrorContext(ctx, "record dead", "outbox_id", rec.ID, "attempt", rec.Attempts+1, "err", res.text)
 	}
-	s.settles <- settlement{id: c.rec.ID, hand: c.rec.Hand, res: res}
+	s.settles <- settlement{id: rec.ID, hand: rec.Hand, res: res}
 }
 
 // call runs the sink, turning a panic or a missing answer into a retry

@@ -150,8 +150,10 @@ func (c *Cluster) command(ctx context.Context, name string, args ...string) *exe
 	cmd := exec.CommandContext(ctx, filepath.Join(c.bin, name), args...)
 	cmd.Dir = c.dir
 	cmd.Env = append(os.Environ(), "LC_ALL=C")
-	// The server dies with the process that started it, even on SIGKILL.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred, Pdeathsig: syscall.SIGQUIT}
+	// The server dies with the process that started it, even on SIGKILL,
+	// and only then: in a process group of its own, a Ctrl-C at the
+	// terminal reaches the program, which stops the server in order.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred, Pdeathsig: syscall.SIGQUIT, Setpgid: true}
 	return cmd
 }
 
