@@ -1,0 +1,337 @@
+package notification
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"time"
+
+	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tidings-go/tidings/delivery"
+	"github.com/tidings-go/tidings/inbox"
+	"github.com/tidings-go/tidings/internal/ident"
+	"github.com/tidings-go/tidings/relay"
+	"github.com/tidings-go/tidings/retrypolicy"
+)
+
+// Defaults of Config.
+const (
+	// DeliveryTimeoutDefault leaves the relay's HandTimeoutDefault five
+	// seconds for the claim and the commit around the delivery.
+	DeliveryTimeoutDefault = relay.HandTimeoutDefault - 5*time.Second
+	// InboxRetentionDefault outlives the relay's RetentionDefault, so a
+	// claim outlives every redelivery of its request.
+	InboxRetentionDefault = 4 * relay.RetentionDefault
+)
+
+// ErrConfig marks an invalid Config; the error names the field.
+var ErrConfig = errors.New("notification: invalid config")
+
+// Config configures a Dispatcher. The zero value of each field means its
+// default; NewDispatcher copies it and never changes the caller's.
+type Config struct {
+	// Consumer names the dispatcher in the inbox: a lower-case identifier.
+	// Two dispatchers with the same Consumer deliver a request once between
+	// them. Required.
+	Consumer string
+
+	// Deliveries maps each channel (a lower-case identifier) to the
+	// delivery that performs it. At least one is required. The map is
+	// copied.
+	Deliveries map[string]delivery.Delivery
+
+	// Schema holds the outbox and inbox tables. Default "tidings".
+	Schema string
+
+	// Policy says how often and how far apart a request that answered
+	// Retry is offered again. The zero Policy is retrypolicy's defaults:
+	// 10 attempts, 15 s doubling to at most 1 h, randomised to 75-100 %.
+	// Its MaxAttempts must stay below the relay's MaxHands.
+	Policy retrypolicy.Policy
+
+	// DeliveryTimeout ends the context of each delivery call; an overrun is
+	// a Retry. It must leave room for the commit inside the relay's
+	// HandTimeout. Default 25 s.
+	DeliveryTimeout time.Duration
+
+	// InboxRetention is how long claims are kept before Purge removes them:
+	// longer than any redelivery of a request (its lease, its retries, a
+	// re-emit). Default 28 days.
+	InboxRetention time.Duration
+
+	// Logger receives the dispatcher's logs. Nil discards them.
+	Logger *slog.Logger
+
+	// TracerProvider creates the delivery span. Nil means the global one.
+	TracerProvider trace.TracerProvider
+
+	// MeterProvider creates the dispatcher's metrics. Nil means the global
+	// one.
+	MeterProvider metric.MeterProvider
+}
+
+// Dispatcher is the relay sink that delivers notification requests. It is
+// safe for concurrent use; run it with relay.Supervise.
+type Dispatcher struct {
+	db         *sql.DB
+	cfg        Config
+	deliveries map[string]delivery.Delivery
+	ob         *relay.Outbox
+	inbox      *inbox.Inbox
+	log        *slog.Logger
+	tel        telemetry
+}
+
+var _ relay.Sink = (*Dispatcher)(nil)
+var _ relay.Purger = (*Dispatcher)(nil)
+
+// NewDispatcher returns a dispatcher that delivers through cfg.Deliveries
+// and claims in db's inbox. It checks cfg and starts nothing.
+func NewDispatcher(db *sql.DB, cfg *Config) (*Dispatcher, error) {
+	var c Config
+	if cfg != nil {
+		c = *cfg
+	}
+	if c.DeliveryTimeout == 0 {
+		c.DeliveryTimeout = DeliveryTimeoutDefault
+	}
+	if c.InboxRetention == 0 {
+		c.InboxRetention = InboxRetentionDefault
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	ob, err := relay.NewOutbox(c.Schema)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	ib, err := inbox.New(c.Schema)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	tel, err := newTelemetry(c)
+	if err != nil {
+		return nil, err
+	}
+	return &Dispatcher{
+		db:         db,
+		cfg:        c,
+		deliveries: maps.Clone(c.Deliveries),
+		ob:         ob,
+		inbox:      ib,
+		log:        c.Logger.With("component", "notification", "consumer", c.Consumer),
+		tel:        tel,
+	}, nil
+}
+
+func (c Config) validate() error {
+	if err := ident.Check("Consumer", c.Consumer); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if len(c.Deliveries) == 0 {
+		return fmt.Errorf("%w: Deliveries is empty", ErrConfig)
+	}
+	for channel, d := range c.Deliveries {
+		if err := ident.Check("Deliveries channel", channel); err != nil {
+			return fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		if d == nil {
+			return fmt.Errorf("%w: Deliveries[%q] is nil", ErrConfig, channel)
+		}
+	}
+	if err := c.Policy.Validate(); err != nil {
+		return fmt.Errorf("%w: Policy: %w", ErrConfig, err)
+	}
+	if c.DeliveryTimeout < 0 {
+		return fmt.Errorf("%w: DeliveryTimeout is negative", ErrConfig)
+	}
+	if c.InboxRetention < 0 {
+		return fmt.Errorf("%w: InboxRetention is negative", ErrConfig)
+	}
+	return nil
+}
+
+// Handle delivers one record: the relay calls it. A record of another kind
+// than Kind is accepted and ignored.
+func (d *Dispatcher) Handle(ctx context.Context, rec relay.Record) relay.Result {
+	if rec.Kind != Kind {
+		return relay.Done()
+	}
+	req, err := decode(rec.Payload)
+	if err != nil {
+		d.tel.outcome(ctx, "", outcomeDead)
+		return relay.Dead(fmt.Errorf("undecodable notification request: %w", err))
+	}
+	dl, ok := d.deliveries[req.Channel]
+	if !ok {
+		d.tel.outcome(ctx, "", outcomeDead)
+		return relay.Dead(fmt.Errorf("no delivery is registered for channel %q", req.Channel))
+	}
+	p := delivery.Pending{
+		ID:            rec.ID,
+		Channel:       req.Channel,
+		Recipient:     req.Recipient,
+		Template:      req.Template,
+		Data:          req.Data,
+		CorrelationID: rec.CorrelationID,
+		CausationID:   rec.CausationID,
+		Attempt:       rec.Attempts + 1,
+		StagedAt:      rec.CreatedAt,
+	}
+	d.tel.lag(ctx, req.Channel, rec.Waited())
+	return d.once(ctx, dl, p)
+}
+
+// once runs the delivery of p inside one transaction that holds its inbox
+// claim, and commits only if it was delivered.
+func (d *Dispatcher) once(ctx context.Context, dl delivery.Delivery, p delivery.Pending) relay.Result {
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return d.retry(ctx, p, delivery.Retry(fmt.Errorf("begin the claim's transaction: %w", err)))
+	}
+	defer func() { _ = tx.Rollback() }()
+	first, err := d.inbox.Once(ctx, tx, d.cfg.Consumer, p.ID)
+	if err != nil {
+		return d.retry(ctx, p, delivery.Retry(err))
+	}
+	if !first {
+		// A committed claim: delivered before; its settle was lost.
+		if err := tx.Commit(); err != nil {
+			return d.retry(ctx, p, delivery.Retry(fmt.Errorf("commit: %w", err)))
+		}
+		d.log.DebugContext(ctx, "already delivered", "outbox_id", p.ID)
+		return relay.Done()
+	}
+
+	out := d.deliver(ctx, dl, p)
+	switch out.Kind() {
+	case delivery.KindDelivered:
+		if err := tx.Commit(); err != nil {
+			// The provider has the message; the next attempt gives it
+			// the same idempotency key.
+			return d.retry(ctx, p, delivery.Retry(fmt.Errorf("delivered, but the claim's commit failed: %w", err)))
+		}
+		d.tel.outcome(ctx, p.Channel, outcomeDelivered)
+		return relay.DoneWith(out.Reference())
+	case delivery.KindReject:
+		d.tel.outcome(ctx, p.Channel, outcomeRejected)
+		d.log.ErrorContext(ctx, "delivery rejected; request dead", "outbox_id", p.ID, "channel", p.Channel, "err", out.Reason())
+		return relay.Dead(out.Reason())
+	case delivery.KindRetry:
+		return d.retry(ctx, p, out)
+	}
+	return d.retry(ctx, p, delivery.Retry(fmt.Errorf("delivery for channel %q answered %s, not an outcome", p.Channel, out)))
+}
+
+// retry maps a Retry onto the policy: pending again after its delay (or
+// the provider's, if longer), or dead when the attempts are exhausted.
+func (d *Dispatcher) retry(ctx context.Context, p delivery.Pending, out delivery.Outcome) relay.Result {
+	if d.cfg.Policy.Exhausted(p.Attempt) {
+		d.tel.outcome(ctx, p.Channel, outcomeDead)
+		return relay.Dead(fmt.Errorf("exhausted after %d attempts: %w", p.Attempt, out.Reason()))
+	}
+	d.tel.outcome(ctx, p.Channel, outcomeRetried)
+	return relay.Retry(max(d.cfg.Policy.Delay(p.Attempt), out.After()), out.Reason())
+}
+
+// deliver calls the delivery with the timeout, turning a panic or an
+// overrun into a Retry that says so.
+func (d *Dispatcher) deliver(ctx context.Context, dl delivery.Delivery, p delivery.Pending) (out delivery.Outcome) {
+	ctx, span := d.tel.startSpan(ctx, p)
+	defer span.End()
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.DeliveryTimeout)
+	defer cancel()
+	start := time.Now()
+	defer func() {
+		if r := recover(); r != nil {
+			d.log.ErrorContext(ctx, "delivery panicked", "outbox_id", p.ID, "channel", p.Channel, "panic", r)
+			out = delivery.Retry(fmt.Errorf("delivery for channel %q panicked: %v", p.Channel, r))
+		}
+		if out.Kind() != delivery.KindDelivered && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			out = delivery.RetryAfter(fmt.Errorf("delivery for channel %q timed out after %s: %v",
+				p.Channel, d.cfg.DeliveryTimeout, cmp.Or[any](out.Reason(), "no answer")), out.After())
+		}
+		d.tel.finished(ctx, span, p.Channel, out, time.Since(start))
+	}()
+	return dl.Deliver(ctx, p)
+}
+
+// Purge deletes the dispatcher's inbox claims older than InboxRetention.
+// The relay supervisor calls it on each purge pass.
+func (d *Dispatcher) Purge(ctx context.Context) (int64, error) {
+	return d.inbox.Purge(ctx, d.db, d.cfg.InboxRetention)
+}
+
+// Status returns what is known of the request id: pending (with its
+// attempts, next attempt and last reason: zero attempts means not tried
+// yet), processed (delivered: when, and the provider's reference), dead
+// (why) or cancelled. It is relay.ErrNotFound for an unknown or purged id.
+func (d *Dispatcher) Status(ctx context.Context, id uuid.UUID) (relay.Status, error) {
+	return d.ob.Status(ctx, d.db, id)
+}
+
+// waitPollMax bounds the pause between two looks of Wait.
+const waitPollMax = time.Second
+
+// Wait blocks until the request id is settled (processed, dead or
+// cancelled) or ctx ends, and returns its last known status with ctx's
+// error in the second case.
+func (d *Dispatcher) Wait(ctx context.Context, id uuid.UUID) (relay.Status, error) {
+	pause := 10 * time.Millisecond
+	for {
+		st, err := d.Status(ctx, id)
+		if err != nil || st.Settled() {
+			return st, err
+		}
+		select {
+		case <-ctx.Done():
+			return st, ctx.Err()
+		case <-time.After(pause):
+			pause = min(2*pause, waitPollMax)
+		}
+	}
+}
+
+// Cancel cancels the pending request id and returns its status after the
+// attempt: cancelled, or the state it had already reached (processed: it
+// was delivered, and the cancel came too late). If a delivery of it is
+// running, Cancel waits for it to end: its claim in the inbox decides.
+func (d *Dispatcher) Cancel(ctx context.Context, id uuid.UUID) (relay.Status, error) {
+	if err := d.cancel(ctx, id); err != nil {
+		return relay.Status{ID: id}, err
+	}
+	return d.Status(ctx, id)
+}
+
+func (d *Dispatcher) cancel(ctx context.Context, id uuid.UUID) error {
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("notification: cancel: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	pending, err := d.ob.Cancel(ctx, tx, id)
+	if err != nil || !pending {
+		return err
+	}
+	// The claim makes the cancel and a running delivery exclude each
+	// other: if a delivery committed its claim, the request was delivered
+	// and the cancel rolls back; otherwise no delivery can claim it now.
+	first, err := d.inbox.Once(ctx, tx, d.cfg.Consumer, id)
+	if err != nil || !first {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("notification: cancel: commit: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,303 @@
+package notification_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tidings-go/tidings/delivery"
+	"github.com/tidings-go/tidings/notification"
+	"github.com/tidings-go/tidings/relay"
+	"github.com/tidings-go/tidings/retrypolicy"
+)
+
+func TestDispatcher(t *testing.T) {
+	t.Parallel()
+
+	t.Run("DeliversWithThePendingAsStaged", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.mail.Script(delivery.DeliveredWithReference("msg-1"))
+		b.run(t, b.dispatcher(t, b.config()))
+		ctx := relay.WithCorrelationID(t.Context(), "booking-9")
+		id, err := b.ob.Stage(ctx, b.db, must(mailTo("ada@example.com").Message(module)))
+		require.NoError(t, err)
+
+		got, err := b.mail.Wait(waitCtx(t), 1)
+		require.NoError(t, err)
+		p := got[0]
+		require.Equal(t, id, p.ID)
+		require.Equal(t, "mail", p.Channel)
+		require.Equal(t, "ada@example.com", p.Recipient)
+		require.Equal(t, "welcome", p.Template)
+		require.Equal(t, map[string]any{"name": "Ada"}, p.Data)
+		require.Equal(t, "booking-9", p.CorrelationID)
+		require.Empty(t, p.CausationID)
+		require.Equal(t, 1, p.Attempt)
+		require.WithinDuration(t, time.Now(), p.StagedAt, time.Minute)
+
+		st := b.waitSettled(t, id)
+		require.Equal(t, relay.StateProcessed, st.State)
+		require.Equal(t, "msg-1", st.Result, "the receipt")
+		require.Equal(t, 1, b.claims(t, id))
+	})
+
+	t.Run("RedeliveryOfACommittedClaimIsNotDeliveredAgain", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.run(t, b.dispatcher(t, b.config()))
+		id := b.stage(t, mailTo("a@example.com"))[0]
+		b.waitSettled(t, id)
+		// The settle is lost (a crash after the claim's commit): the row is
+		// pending and due again.
+		_, err := b.db.ExecContext(t.Context(), `UPDATE "`+b.schema+`".outbox SET processed_at = NULL, available_at = now() WHERE id = $1`, id)
+		require.NoError(t, err)
+		_, err = b.ob.Reemit(t.Context(), b.db, &relay.DeadFilter{IDs: []uuid.UUID{id}}) // wakes nobody: not dead
+		require.NoError(t, err)
+		require.Eventually(t, func() bool { return b.status(t, id).Hands == 2 && b.status(t, id).Settled() },
+			15*time.Second, 5*time.Millisecond)
+		require.Equal(t, 1, b.mail.Count(id), "delivered once")
+	})
+
+	t.Run("TwoRelaysHandingTheSameRowDeliverOnce", func(t *testing.T) {
+		t.Parallel()
+		for _, first := range []delivery.Outcome{delivery.Delivered(), delivery.Retry(errors.New("busy"))} {
+			t.Run(first.Kind().String(), func(t *testing.T) {
+				t.Parallel()
+				b := setup(t)
+				slow := newBlocked()
+				cfg := b.config()
+				cfg.Deliveries = map[string]delivery.Delivery{"mail": slow}
+				d := b.dispatcher(t, cfg)
+				id := b.stage(t, mailTo("a@example.com"))[0]
+				rec := relay.Record{ID: id, Module: module, Kind: notification.Kind,
+					Payload: must(mailTo("a@example.com").Message(module)).Payload}
+
+				results := make(chan relay.Result, 2)
+				go func() { results <- d.Handle(t.Context(), rec) }()
+				<-slow.started
+				go func() { results <- d.Handle(t.Context(), rec) }()
+				b.waitBlockedOnClaim(t)
+				require.Equal(t, 1, slow.callCount(), "the second hand waits on the claim, not in the delivery")
+
+				slow.answer <- first
+				if first.Kind() == delivery.KindDelivered {
+					require.Equal(t, "done", (<-results).String())
+					require.Equal(t, "done", (<-results).String())
+					require.Equal(t, 1, slow.callCount())
+				} else {
+					require.Contains(t, (<-results).String(), "retry")
+					<-slow.started // the claim was rolled back: the second hand delivers
+					slow.answer <- delivery.Delivered()
+					require.Equal(t, "done", (<-results).String())
+					require.Equal(t, 2, slow.callCount())
+				}
+				require.Equal(t, 1, b.claims(t, id))
+			})
+		}
+	})
+
+	t.Run("RetryIsOfferedAfterTheBackoffThenExhausted", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		cfg := b.config()
+		cfg.Policy = retrypolicy.Policy{MaxAttempts: 3, BaseDelay: 300 * time.Millisecond, RandFunc: func() float64 { return 0 }}
+		var calls []time.Time
+		cfg.Deliveries = map[string]delivery.Delivery{"mail": delivery.Func(func(_ context.Context, p delivery.Pending) delivery.Outcome {
+			calls = append(calls, time.Now()) // one hand at a time: a single record
+			return delivery.Retry(fmt.Errorf("provider busy (attempt %d)", p.Attempt))
+		})}
+		b.run(t, b.dispatcher(t, cfg))
+		id := b.stage(t, mailTo("a@example.com"))[0]
+
+		require.Eventually(t, func() bool { return b.status(t, id).Attempts == 1 }, 10*time.Second, time.Millisecond)
+		st := b.status(t, id)
+		require.Equal(t, relay.StatePending, st.State)
+		require.Equal(t, "provider busy (attempt 1)", st.LastError)
+		require.True(t, st.NextAttempt.After(st.CreatedAt), "a next attempt is scheduled")
+		require.Equal(t, 0, b.claims(t, id), "a retry leaves no claim")
+
+		st = b.waitSettled(t, id)
+		require.Equal(t, relay.StateDead, st.State)
+		require.Equal(t, "exhausted after 3 attempts: provider busy (attempt 3)", st.Reason)
+		require.Len(t, calls, 3)
+		require.GreaterOrEqual(t, calls[1].Sub(calls[0]), 300*time.Millisecond, "never inside the backoff window")
+		require.GreaterOrEqual(t, calls[2].Sub(calls[1]), 600*time.Millisecond, "doubling")
+		require.Equal(t, 0, b.claims(t, id))
+	})
+
+	t.Run("ProviderRetryAfterWinsWhenLonger", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.mail.Script(delivery.RetryAfter(errors.New("429"), time.Hour))
+		b.run(t, b.dispatcher(t, b.config()))
+		id := b.stage(t, mailTo("a@example.com"))[0]
+		require.Eventually(t, func() bool { return b.status(t, id).Attempts == 1 }, 10*time.Second, time.Millisecond)
+		require.WithinDuration(t, time.Now().Add(time.Hour), b.status(t, id).NextAttempt, time.Minute)
+	})
+
+	t.Run("RejectIsDeadAtOnceAndReemitDeliversOnceFixed", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.sms.ScriptRecipient("+1555", delivery.Reject(errors.New("21211: invalid 'To' phone number")))
+		b.run(t, b.dispatcher(t, b.config()))
+		id := b.stage(t, notification.Request{Channel: "sms", Recipient: "+1555", Template: "code"})[0]
+		st := b.waitSettled(t, id)
+		require.Equal(t, relay.StateDead, st.State)
+		require.Equal(t, "21211: invalid 'To' phone number", st.Reason)
+		require.Equal(t, 1, st.Attempts)
+		require.Equal(t, 0, b.claims(t, id), "a reject leaves no claim")
+
+		// The script has run out: the provider now accepts it.
+		n, err := b.ob.Reemit(t.Context(), b.db, &relay.DeadFilter{IDs: []uuid.UUID{id}})
+		require.NoError(t, err)
+		require.EqualValues(t, 1, n)
+		st = b.waitSettled(t, id)
+		require.Equal(t, relay.StateProcessed, st.State)
+		require.Equal(t, 2, b.sms.Count(id), "the same id both times: the provider's idempotency key")
+	})
+
+	t.Run("BadRecordsAreDeadWithClearReasonsOthersIgnored", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.run(t, b.dispatcher(t, b.config()))
+		other, err := b.ob.Stage(t.Context(), b.db, relay.Message{Module: module, Kind: "order.placed", Payload: json.RawMessage(`{}`)})
+		require.NoError(t, err)
+		fax := b.stage(t, notification.Request{Channel: "fax", Recipient: "+1555"})[0]
+		corrupt, err := b.ob.Stage(t.Context(), b.db, relay.Message{Module: module, Kind: notification.Kind, Payload: json.RawMessage(`{"channel": 7}`)})
+		require.NoError(t, err)
+		empty, err := b.ob.Stage(t.Context(), b.db, relay.Message{Module: module, Kind: notification.Kind, Payload: json.RawMessage(`{"channel":"mail"}`)})
+		require.NoError(t, err)
+
+		require.Equal(t, relay.StateProcessed, b.waitSettled(t, other).State, "not a request: accepted and ignored")
+		st := b.waitSettled(t, fax)
+		require.Equal(t, relay.StateDead, st.State)
+		require.Equal(t, `no delivery is registered for channel "fax"`, st.Reason)
+		st = b.waitSettled(t, corrupt)
+		require.Equal(t, relay.StateDead, st.State)
+		require.Equal(t, `undecodable notification request: payload field "channel" is a JSON number, want string`, st.Reason)
+		st = b.waitSettled(t, empty)
+		require.Equal(t, "undecodable notification request: payload has no recipient", st.Reason)
+		require.Zero(t, b.mail.Len()+b.sms.Len())
+	})
+
+	t.Run("PanicAndTimeoutAreRetriesThatSaySo", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		cfg := b.config()
+		cfg.Policy.MaxAttempts = 1
+		cfg.DeliveryTimeout = 50 * time.Millisecond
+		cfg.Deliveries = map[string]delivery.Delivery{
+			"mail": delivery.Func(func(context.Context, delivery.Pending) delivery.Outcome { panic("template engine exploded") }),
+			"sms": delivery.Func(func(ctx context.Context, _ delivery.Pending) delivery.Outcome {
+				<-ctx.Done()
+				return delivery.Retry(ctx.Err())
+			}),
+		}
+		b.run(t, b.dispatcher(t, cfg))
+		ids := b.stage(t, mailTo("a@example.com"), notification.Request{Channel: "sms", Recipient: "+1555"})
+		require.Equal(t, `exhausted after 1 attempts: delivery for channel "mail" panicked: template engine exploded`, b.waitSettled(t, ids[0]).Reason)
+		require.Equal(t, `exhausted after 1 attempts: delivery for channel "sms" timed out after 50ms: context deadline exceeded`, b.waitSettled(t, ids[1]).Reason)
+	})
+
+	t.Run("CausationAndCorrelationFlowIntoWhatADeliveryStages", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		cfg := b.config()
+		followUp := make(chan uuid.UUID, 1)
+		cfg.Deliveries["mail"] = delivery.Func(func(ctx context.Context, p delivery.Pending) delivery.Outcome {
+			if p.Template == "welcome" {
+				// The delivery passes no ids: they ride its context.
+				id, err := b.ob.Stage(ctx, b.db, must(notification.Request{Channel: "sms", Recipient: "+1555", Template: "after-welcome"}.Message(module)))
+				if err != nil {
+					return delivery.Retry(err)
+				}
+				followUp <- id
+			}
+			return delivery.Delivered()
+		})
+		b.run(t, b.dispatcher(t, cfg))
+		ctx := relay.WithCorrelationID(t.Context(), "signup-3")
+		first, err := b.ob.Stage(ctx, b.db, must(mailTo("a@example.com").Message(module)))
+		require.NoError(t, err)
+
+		second := <-followUp
+		got, err := b.sms.Wait(waitCtx(t), 1)
+		require.NoError(t, err)
+		require.Equal(t, second, got[0].ID)
+		require.Equal(t, first.String(), got[0].CausationID)
+		require.Equal(t, "signup-3", got[0].CorrelationID)
+	})
+}
+
+func TestNewDispatcherRejectsBadConfig(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for name, tc := range map[string]struct {
+		mutate func(*notification.Config)
+		want   string
+	}{
+		"NoConsumer":   {func(c *notification.Config) { c.Consumer = "" }, "Consumer is empty"},
+		"BadConsumer":  {func(c *notification.Config) { c.Consumer = "HR" }, "Consumer"},
+		"NoDeliveries": {func(c *notification.Config) { c.Deliveries = nil }, "Deliveries is empty"},
+		"BadChannel":   {func(c *notification.Config) { c.Deliveries = map[string]delivery.Delivery{"E-Mail": b.mail} }, "Deliveries channel"},
+		"NilDelivery":  {func(c *notification.Config) { c.Deliveries = map[string]delivery.Delivery{"mail": nil} }, `Deliveries["mail"] is nil`},
+		"BadPolicy":    {func(c *notification.Config) { c.Policy.MaxAttempts = -1 }, "MaxAttempts"},
+		"BadTimeout":   {func(c *notification.Config) { c.DeliveryTimeout = -time.Second }, "DeliveryTimeout is negative"},
+		"BadSchema":    {func(c *notification.Config) { c.Schema = "a;b" }, "schema"},
+	} {
+		cfg := b.config()
+		tc.mutate(&cfg)
+		_, err := notification.NewDispatcher(b.db, &cfg)
+		require.ErrorIs(t, err, notification.ErrConfig, name)
+		require.ErrorContains(t, err, tc.want, name)
+	}
+}
+
+func TestStageValidates(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ok := mailTo("a@example.com")
+	for name, tc := range map[string]struct {
+		mutate func(*notification.Request)
+		want   string
+	}{
+		"NoChannel":   {func(r *notification.Request) { r.Channel = "" }, "Channel is empty"},
+		"BadChannel":  {func(r *notification.Request) { r.Channel = "e mail" }, "Channel"},
+		"NoRecipient": {func(r *notification.Request) { r.Recipient = "" }, "Recipient is empty"},
+		"Huge":        {func(r *notification.Request) { r.Recipient = strings.Repeat("a", 1025) }, "Recipient is 1025 bytes"},
+		"BadData":     {func(r *notification.Request) { r.Data = map[string]any{"f": func() {}} }, "Data cannot be encoded as JSON"},
+	} {
+		req := ok
+		tc.mutate(&req)
+		tx, err := b.db.BeginTx(t.Context(), nil)
+		require.NoError(t, err)
+		_, err = notification.Stage(t.Context(), tx, module, req)
+		require.ErrorIs(t, err, notification.ErrInvalidRequest, name)
+		require.ErrorContains(t, err, tc.want, name)
+		require.NotContains(t, err.Error(), "a@example.com", "no personal data in errors")
+		_, err = notification.StageBatch(t.Context(), tx, module, []notification.Request{ok, req})
+		require.ErrorContains(t, err, "requests[1]: ", name)
+		require.NoError(t, tx.Rollback())
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+func waitCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}

@@ -1,0 +1,180 @@
+package notification_test
+
+import (
+	"context"
+	"database/sql"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tidings-go/tidings"
+	"github.com/tidings-go/tidings/delivery"
+	"github.com/tidings-go/tidings/internal/pgtest"
+	"github.com/tidings-go/tidings/notification"
+	"github.com/tidings-go/tidings/recording"
+	"github.com/tidings-go/tidings/relay"
+	"github.com/tidings-go/tidings/retrypolicy"
+)
+
+const (
+	module   = "hr"
+	consumer = "hr_notify"
+)
+
+type testBundle struct {
+	db     *sql.DB
+	schema string
+	ob     *relay.Outbox
+	mail   *recording.Delivery
+	sms    *recording.Delivery
+}
+
+func setup(t *testing.T) testBundle {
+	t.Helper()
+	schema := pgtest.Schema(t, tidings.Migrate)
+	ob, err := relay.NewOutbox(schema)
+	require.NoError(t, err)
+	return testBundle{db: pgtest.DB(t), schema: schema, ob: ob, mail: recording.New(), sms: recording.New()}
+}
+
+// config is a dispatcher Config with the bundle's deliveries and a policy
+// fast enough for tests: no jitter, 50 ms doubling.
+func (b testBundle) config() notification.Config {
+	return notification.Config{
+		Consumer:   consumer,
+		Schema:     b.schema,
+		Deliveries: map[string]delivery.Delivery{"mail": b.mail, "sms": b.sms},
+		Policy:     retrypolicy.Policy{BaseDelay: 50 * time.Millisecond, RandFunc: func() float64 { return 0 }},
+	}
+}
+
+func (b testBundle) dispatcher(t *testing.T, cfg notification.Config) *notification.Dispatcher {
+	t.Helper()
+	d, err := notification.NewDispatcher(b.db, &cfg)
+	require.NoError(t, err)
+	return d
+}
+
+func (b testBundle) relayConfig(t *testing.T) relay.Config {
+	return relay.Config{
+		Module:        module,
+		Schema:        b.schema,
+		ListenDSN:     pgtest.URL(t),
+		HandTimeout:   5 * time.Second,
+		Lease:         10 * time.Second,
+		SweepInterval: time.Hour,
+		GracePeriod:   5 * time.Second,
+	}
+}
+
+// run supervises a relay with sink until the test ends.
+func (b testBundle) run(t *testing.T, sink relay.Sink) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	cfg := b.relayConfig(t)
+	go func() { done <- relay.Supervise(ctx, b.db, &cfg, sink) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+}
+
+// stage commits reqs in one transaction and returns their ids.
+func (b testBundle) stage(t *testing.T, reqs ...notification.Request) []uuid.UUID {
+	t.Helper()
+	msgs := make([]relay.Message, len(reqs))
+	for i, req := range reqs {
+		msg, err := req.Message(module)
+		require.NoError(t, err)
+		msgs[i] = msg
+	}
+	ids, err := b.ob.StageBatch(t.Context(), b.db, msgs)
+	require.NoError(t, err)
+	return ids
+}
+
+func (b testBundle) status(t *testing.T, id uuid.UUID) relay.Status {
+	t.Helper()
+	st, err := b.ob.Status(t.Context(), b.db, id)
+	require.NoError(t, err)
+	return st
+}
+
+// waitSettled waits, with a deadline, until id is settled, and returns its
+// status.
+func (b testBundle) waitSettled(t *testing.T, id uuid.UUID) relay.Status {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+	defer cancel()
+	for {
+		st := b.status(t, id)
+		if st.Settled() {
+			return st
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s not settled: %+v", id, st)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+func (b testBundle) claims(t *testing.T, id uuid.UUID) int {
+	t.Helper()
+	var n int
+	require.NoError(t, b.db.QueryRowContext(t.Context(),
+		`SELECT count(*) FROM "`+b.schema+`".inbox WHERE consumer = $1 AND event_id = $2`, consumer, id).Scan(&n))
+	return n
+}
+
+// blocked is a delivery that signals when it is called and answers what
+// the test sends it.
+type blocked struct {
+	mu      sync.Mutex
+	calls   int
+	started chan delivery.Pending
+	answer  chan delivery.Outcome
+}
+
+func newBlocked() *blocked {
+	return &blocked{started: make(chan delivery.Pending, 10), answer: make(chan delivery.Outcome, 10)}
+}
+
+func (d *blocked) Deliver(ctx context.Context, p delivery.Pending) delivery.Outcome {
+	d.mu.Lock()
+	d.calls++
+	d.mu.Unlock()
+	d.started <- p
+	select {
+	case out := <-d.answer:
+		return out
+	case <-ctx.Done():
+		return delivery.Retry(ctx.Err())
+	}
+}
+
+func (d *blocked) callCount() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.calls
+}
+
+func mailTo(who string) notification.Request {
+	return notification.Request{Channel: "mail", Recipient: who, Template: "welcome", Data: map[string]any{"name": "Ada"}}
+}
+
+// waitBlockedOnClaim waits until a session of the test's database waits on
+// a lock: the second claim of a request behind an open first one.
+func (b testBundle) waitBlockedOnClaim(t *testing.T) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		var n int
+		require.NoError(t, b.db.QueryRowContext(t.Context(),
+			`SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%"`+b.schema+`".inbox%'`).Scan(&n))
+		return n > 0
+	}, 10*time.Second, 5*time.Millisecond)
+}

@@ -1,0 +1,126 @@
+package notification
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/tidings-go/tidings/internal/ident"
+	"github.com/tidings-go/tidings/relay"
+)
+
+// Kind is the outbox record kind of a staged Request. The Dispatcher
+// ignores records of any other kind.
+const Kind = "notification.requested"
+
+// RecipientMaxLen is the longest Request.Recipient accepted, in bytes.
+const RecipientMaxLen = 1024
+
+// ErrInvalidRequest marks a Request that cannot be staged; the error names
+// the field. Its text never contains the recipient or the data.
+var ErrInvalidRequest = errors.New("notification: invalid request")
+
+// Request is what a caller stages: tell Recipient something over Channel.
+type Request struct {
+	// Channel routes the request to the delivery registered for it, such as
+	// "mail", "push" or "sms": a lower-case identifier. Required.
+	Channel string
+	// Recipient is the address, phone number, device token or user id the
+	// delivery understands. Required. Personal data: it is stored in the
+	// outbox row and never logged.
+	Recipient string
+	// Template names the template or category the delivery renders; may be
+	// empty.
+	Template string
+	// Data holds the template's values. It must encode as JSON; numbers come
+	// back to the delivery as float64, as encoding/json decodes them.
+	Data map[string]any
+	// NotBefore, when set, is the time before which the request is not
+	// delivered, such as a reminder 15 minutes before a booking ends.
+	NotBefore time.Time
+}
+
+// payload is a Request as the outbox row stores it.
+type payload struct {
+	Channel   string         `json:"channel"`
+	Recipient string         `json:"recipient"`
+	Template  string         `json:"template,omitempty"`
+	Data      map[string]any `json:"data,omitempty"`
+}
+
+// Message turns req into the relay message Stage writes for module: use it
+// with a relay.Outbox of another schema than the default.
+func (req Request) Message(module string) (relay.Message, error) {
+	if err := ident.Check("Channel", req.Channel); err != nil {
+		return relay.Message{}, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+	}
+	switch {
+	case req.Recipient == "":
+		return relay.Message{}, fmt.Errorf("%w: Recipient is empty", ErrInvalidRequest)
+	case len(req.Recipient) > RecipientMaxLen:
+		return relay.Message{}, fmt.Errorf("%w: Recipient is %d bytes long, at most %d allowed",
+			ErrInvalidRequest, len(req.Recipient), RecipientMaxLen)
+	}
+	body, err := json.Marshal(payload{Channel: req.Channel, Recipient: req.Recipient, Template: req.Template, Data: req.Data})
+	if err != nil {
+		// The encoder's message names a type, never a value.
+		return relay.Message{}, fmt.Errorf("%w: Data cannot be encoded as JSON: %w", ErrInvalidRequest, err)
+	}
+	return relay.Message{Module: module, Kind: Kind, Payload: body, NotBefore: req.NotBefore}, nil
+}
+
+// Stage stages req for module's relay inside tx, in the default schema, and
+// returns its id: the idempotency key its delivery will give the provider.
+// The request exists if and only if tx commits. An invalid request is an
+// ErrInvalidRequest naming the field, and nothing is staged.
+func Stage(ctx context.Context, tx relay.Execer, module string, req Request) (uuid.UUID, error) {
+	msg, err := req.Message(module)
+	if err != nil {
+		return uuid.Nil, err
+	}
+	return relay.Stage(ctx, tx, msg)
+}
+
+// StageBatch stages reqs in one statement inside tx: the fan-out of one
+// business event into one request per recipient and channel. If any
+// request is invalid the error names its index and field, and nothing is
+// staged.
+func StageBatch(ctx context.Context, tx relay.Execer, module string, reqs []Request) ([]uuid.UUID, error) {
+	msgs := make([]relay.Message, len(reqs))
+	for i, req := range reqs {
+		msg, err := req.Message(module)
+		if err != nil {
+			return nil, fmt.Errorf("requests[%d]: %w", i, err)
+		}
+		msgs[i] = msg
+	}
+	return relay.StageBatch(ctx, tx, msgs)
+}
+
+// decode reads a staged request back. Its errors say what is wrong with
+// the payload without quoting it.
+func decode(body []byte) (payload, error) {
+	var p payload
+	if err := json.Unmarshal(body, &p); err != nil {
+		var syntax *json.SyntaxError
+		var typ *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &syntax):
+			return p, fmt.Errorf("payload is not valid JSON (offset %d)", syntax.Offset)
+		case errors.As(err, &typ):
+			return p, fmt.Errorf("payload field %q is a JSON %s, want %s", typ.Field, typ.Value, typ.Type)
+		}
+		return p, fmt.Errorf("payload does not decode: %w", err)
+	}
+	switch {
+	case p.Channel == "":
+		return p, errors.New("payload has no channel")
+	case p.Recipient == "":
+		return p, errors.New("payload has no recipient")
+	}
+	return p, nil
+}

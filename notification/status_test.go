@@ -1,0 +1,135 @@
+package notification_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tidings-go/tidings/delivery"
+	"github.com/tidings-go/tidings/relay"
+)
+
+func TestStatusScheduleAndCancel(t *testing.T) {
+	t.Parallel()
+
+	t.Run("NotTriedYetDiffersFromFailed", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		d := b.dispatcher(t, b.config())
+		req := mailTo("a@example.com")
+		req.NotBefore = time.Now().Add(time.Hour)
+		id := b.stage(t, req)[0]
+		st, err := d.Status(t.Context(), id)
+		require.NoError(t, err)
+		require.Equal(t, relay.StatePending, st.State)
+		require.Zero(t, st.Attempts, "not tried yet")
+		require.Empty(t, st.LastError)
+		require.WithinDuration(t, req.NotBefore, st.NextAttempt, time.Second)
+
+		_, err = d.Status(t.Context(), uuid.New())
+		require.ErrorIs(t, err, relay.ErrNotFound)
+	})
+
+	t.Run("ScheduledIsNotDeliveredBeforeItsTime", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		d := b.dispatcher(t, b.config())
+		b.run(t, d)
+		req := mailTo("a@example.com")
+		req.NotBefore = time.Now().Add(700 * time.Millisecond)
+		id := b.stage(t, req)[0]
+		st, err := d.Wait(waitCtx(t), id)
+		require.NoError(t, err)
+		require.Equal(t, relay.StateProcessed, st.State)
+		got := b.mail.Requests()
+		require.Len(t, got, 1)
+		require.False(t, st.SettledAt.Before(req.NotBefore.Add(-50*time.Millisecond)), "not before its time")
+	})
+
+	t.Run("CancelPendingIsNeverDelivered", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		d := b.dispatcher(t, b.config())
+		b.run(t, d)
+		req := mailTo("a@example.com")
+		req.NotBefore = time.Now().Add(300 * time.Millisecond)
+		ids := b.stage(t, req, req)
+		st, err := d.Cancel(t.Context(), ids[0])
+		require.NoError(t, err)
+		require.Equal(t, relay.StateCancelled, st.State)
+
+		st, err = d.Wait(waitCtx(t), ids[1])
+		require.NoError(t, err)
+		require.Equal(t, relay.StateProcessed, st.State, "its sibling is delivered after the same wait")
+		require.Zero(t, b.mail.Count(ids[0]))
+		require.Equal(t, relay.StateCancelled, b.status(t, ids[0]).State)
+	})
+
+	t.Run("CancelAfterDeliverySaysSo", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		d := b.dispatcher(t, b.config())
+		b.run(t, d)
+		id := b.stage(t, mailTo("a@example.com"))[0]
+		_, err := d.Wait(waitCtx(t), id)
+		require.NoError(t, err)
+		st, err := d.Cancel(t.Context(), id)
+		require.NoError(t, err)
+		require.Equal(t, relay.StateProcessed, st.State)
+	})
+
+	t.Run("CancelDuringADeliveryWaitsForItsAnswer", func(t *testing.T) {
+		t.Parallel()
+		for _, answer := range []delivery.Outcome{delivery.Delivered(), delivery.Retry(errors.New("busy"))} {
+			t.Run(answer.Kind().String(), func(t *testing.T) {
+				t.Parallel()
+				b := setup(t)
+				slow := newBlocked()
+				cfg := b.config()
+				cfg.Deliveries = map[string]delivery.Delivery{"mail": slow}
+				d := b.dispatcher(t, cfg)
+				b.run(t, d)
+				id := b.stage(t, mailTo("a@example.com"))[0]
+				<-slow.started
+
+				cancelled := make(chan relay.Status, 1)
+				go func() {
+					st, err := d.Cancel(context.Background(), id)
+					if err != nil {
+						st.State = relay.State("error: " + err.Error())
+					}
+					cancelled <- st
+				}()
+				b.waitBlockedOnClaim(t)
+				slow.answer <- answer
+				st := <-cancelled
+				if answer.Kind() == delivery.KindDelivered {
+					require.Equal(t, relay.StateProcessed, b.waitSettled(t, id).State)
+					require.NotEqual(t, relay.StateCancelled, st.State, "too late: it was delivered")
+				} else {
+					require.Equal(t, relay.StateCancelled, st.State)
+					require.Equal(t, relay.StateCancelled, b.status(t, id).State)
+				}
+				require.Equal(t, 1, slow.callCount())
+			})
+		}
+	})
+
+	t.Run("WaitEndsWithItsContext", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		d := b.dispatcher(t, b.config())
+		req := mailTo("a@example.com")
+		req.NotBefore = time.Now().Add(time.Hour)
+		id := b.stage(t, req)[0]
+		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+		defer cancel()
+		st, err := d.Wait(ctx, id)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.Equal(t, relay.StatePending, st.State)
+	})
+}
