@@ -20,7 +20,11 @@ const SchemaDefault = relay.SchemaDefault
 // creates nothing.
 //
 // The same SQL is available as plain files for golang-migrate users:
-// relay.Migrations and inbox.Migrations.
+// relay.Migrations and inbox.Migrations. Both start at version 1, so run
+// them as two sources, each with its own migrations table
+// (x-migrations-table), and with search_path set to the schema. A schema
+// built from the plain files is then theirs to upgrade: Migrate keeps its
+// own record of versions and would apply them again.
 func Migrate(ctx context.Context, db *sql.DB, schema string) error {
 	if schema == "" {
 		schema = SchemaDefault

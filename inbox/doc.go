@@ -8,6 +8,11 @@
 // second waits for the first and gets false if it committed, true if it
 // rolled back.
 //
+// Run the claim's transaction at read committed, PostgreSQL's default. At
+// repeatable read or serializable, a claim that waited for another
+// transaction's commit fails with a serialization error (SQLSTATE 40001)
+// instead of answering false: retry the whole transaction then.
+//
 // Claims must outlive the longest redelivery of their events (a lease, a
 // retry schedule, a re-emit of a dead record), so their retention is longer
 // than the outbox's. Purge removes the older ones in small batches.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
 	"time"
@@ -20,6 +21,10 @@ const SchemaDefault = "tidings"
 
 // PurgeBatchDefault is how many claims one purge statement deletes.
 const PurgeBatchDefault = 1000
+
+// ErrInvalid marks a claim or purge whose arguments are wrong; the error
+// names the argument.
+var ErrInvalid = errors.New("inbox: invalid argument")
 
 // Execer is what Once needs of the caller's transaction: *sql.Tx, *sqlx.Tx
 // and *sql.Conn all have it.
@@ -92,10 +97,10 @@ func Once(ctx context.Context, tx Execer, consumer string, eventID uuid.UUID) (b
 // metrics and logs.
 func (ib *Inbox) Once(ctx context.Context, tx Execer, consumer string, eventID uuid.UUID) (bool, error) {
 	if err := ident.Check("consumer", consumer); err != nil {
-		return false, fmt.Errorf("inbox: %w", err)
+		return false, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	if eventID == uuid.Nil {
-		return false, fmt.Errorf("inbox: event id is the nil UUID")
+		return false, fmt.Errorf("%w: event id is the nil UUID", ErrInvalid)
 	}
 	res, err := tx.ExecContext(ctx, ib.once, consumer, eventID)
 	if err != nil {
@@ -109,8 +114,13 @@ func (ib *Inbox) Once(ctx context.Context, tx Execer, consumer string, eventID u
 }
 
 // Purge deletes claims older than olderThan, PurgeBatchDefault at a time,
-// until none is left, and returns how many it deleted.
+// until none is left, and returns how many it deleted. olderThan must be
+// positive: a claim purged while its event can still be redelivered lets
+// the effect happen twice.
 func (ib *Inbox) Purge(ctx context.Context, db *sql.DB, olderThan time.Duration) (int64, error) {
+	if olderThan <= 0 {
+		return 0, fmt.Errorf("%w: purge age %s is not positive", ErrInvalid, olderThan)
+	}
 	n, err := purge.Batches(ctx, db, ib.purge, olderThan, PurgeBatchDefault)
 	if err != nil {
 		return n, fmt.Errorf("inbox: purge: %w", err)

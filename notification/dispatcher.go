@@ -192,10 +192,15 @@ func (d *Dispatcher) Handle(ctx context.Context, rec relay.Record) relay.Result 
 	return d.once(ctx, dl, p)
 }
 
+// claimTx is the isolation of a claim's transaction, whatever the server's
+// default: under read committed a claim that waited for another's commit
+// sees it (and answers "already claimed") instead of failing to serialize.
+var claimTx = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+
 // once runs the delivery of p inside one transaction that holds its inbox
 // claim, and commits only if it was delivered.
 func (d *Dispatcher) once(ctx context.Context, dl delivery.Delivery, p delivery.Pending) relay.Result {
-	tx, err := d.db.BeginTx(ctx, nil)
+	tx, err := d.db.BeginTx(ctx, claimTx)
 	if err != nil {
 		return d.retry(ctx, p, delivery.Retry(fmt.Errorf("begin the claim's transaction: %w", err)))
 	}
@@ -314,7 +319,7 @@ func (d *Dispatcher) Cancel(ctx context.Context, id uuid.UUID) (relay.Status, er
 }
 
 func (d *Dispatcher) cancel(ctx context.Context, id uuid.UUID) error {
-	tx, err := d.db.BeginTx(ctx, nil)
+	tx, err := d.db.BeginTx(ctx, claimTx)
 	if err != nil {
 		return fmt.Errorf("notification: cancel: %w", err)
 	}

@@ -132,7 +132,11 @@ func (o *Outbox) Reemit(ctx context.Context, db *sql.DB, f *DeadFilter) (int64, 
 // Purge deletes processed and cancelled records settled more than olderThan
 // ago, PurgeBatchDefault at a time so no statement holds many locks, and
 // returns how many it deleted. Pending and dead records are never purged.
+// olderThan must be positive.
 func (o *Outbox) Purge(ctx context.Context, db *sql.DB, olderThan time.Duration) (int64, error) {
+	if olderThan <= 0 {
+		return 0, fmt.Errorf("relay: purge age %s is not positive", olderThan)
+	}
 	n, err := purge.Batches(ctx, db, o.q.purge, olderThan, PurgeBatchDefault)
 	if err != nil {
 		return n, fmt.Errorf("relay: purge: %w", err)

@@ -48,7 +48,9 @@ func Apply(ctx context.Context, db *sql.DB, schema string, sets ...Set) error {
 		}
 		plans[i] = steps
 	}
-	tx, err := db.BeginTx(ctx, nil)
+	// Read committed whatever the server's default: each statement must
+	// see what a migrator that held the lock before us committed.
+	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return fmt.Errorf("migrate: begin: %w", err)
 	}

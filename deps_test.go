@@ -1,0 +1,346 @@
+package tidings_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"go/ast"
+	"go/doc"
+	"go/parser"
+	"go/token"
+	"io"
+	"io/fs"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tidings-go/tidings/relay"
+)
+
+const modulePath = "github.com/tidings-go/tidings"
+
+// importRules are the one-way dependencies of DESIGN.md, "Packages": which
+// packages of the module each package may import. Paths are relative to
+// the module root ("" is the package tidings); "x/..." is x and every
+// package below it; "..." is anything. The first rule whose pkg matches
+// applies. Rules for packages that do not exist yet hold when they appear;
+// a package no rule matches fails the test until it gets one.
+var importRules = []struct {
+	pkg string
+	may []string
+}{
+	{pkg: "", may: []string{"relay", "inbox", "internal/..."}},
+	{pkg: "inbox", may: []string{"internal/..."}},
+	{pkg: "retrypolicy", may: []string{"internal/..."}},
+	{pkg: "delivery", may: []string{"internal/..."}},
+	{pkg: "delivery/...", may: []string{"delivery"}}, // the modules; never notification, never relay
+	{pkg: "relay", may: []string{"internal/..."}},
+	{pkg: "recording", may: []string{"delivery"}},
+	{pkg: "notification", may: []string{"relay", "inbox", "delivery", "retrypolicy", "internal/..."}},
+	{pkg: "internal/...", may: []string{"internal/..."}}, // below everything else
+	{pkg: "examples/...", may: []string{"..."}},
+	{pkg: "cmd/...", may: []string{"..."}},
+}
+
+func matchPkg(pattern, rel string) bool {
+	if pattern == "..." {
+		return true
+	}
+	if dir, ok := strings.CutSuffix(pattern, "/..."); ok {
+		return rel == dir || strings.HasPrefix(rel, dir+"/")
+	}
+	return rel == pattern
+}
+
+// mayImport reports whether package from may import package to (both
+// relative to the module root), and false with an error when no rule
+// covers from.
+func mayImport(from, to string) (bool, error) {
+	for _, r := range importRules {
+		if !matchPkg(r.pkg, from) {
+			continue
+		}
+		for _, m := range r.may {
+			if matchPkg(m, to) {
+				return true, nil
+			}
+		}
+		return false, nil
+	}
+	return false, errors.New("no rule in importRules")
+}
+
+func relPath(importPath string) (string, bool) {
+	if importPath == modulePath {
+		return "", true
+	}
+	return strings.CutPrefix(importPath, modulePath+"/")
+}
+
+func displayPath(rel string) string {
+	if rel == "" {
+		return "tidings"
+	}
+	return rel
+}
+
+// listedPackage is what the test reads of `go list -json`.
+type listedPackage struct {
+	ImportPath string
+	Dir        string
+	GoFiles    []string
+	Imports    []string
+	Module     *struct{ Path string }
+}
+
+// listPackages returns the packages of this module, as `go list -deps`
+// reports them.
+func listPackages(t *testing.T) []listedPackage {
+	t.Helper()
+	// go test puts its own go command first on PATH.
+	cmd := exec.CommandContext(t.Context(), "go", "list", "-deps", "-json", "./...")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "go list: %s", stderr.String())
+
+	var pkgs []listedPackage
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var p listedPackage
+		err := dec.Decode(&p)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		require.NoError(t, err)
+		if p.Module != nil && p.Module.Path == modulePath {
+			pkgs = append(pkgs, p)
+		}
+	}
+	return pkgs
+}
+
+func TestImportRules(t *testing.T) {
+	t.Parallel()
+
+	t.Run("ModulePackages", func(t *testing.T) {
+		t.Parallel()
+		seen := map[string]bool{}
+		var wrong []string
+		for _, p := range listPackages(t) {
+			from, ok := relPath(p.ImportPath)
+			require.True(t, ok, p.ImportPath)
+			seen[from] = true
+			if _, err := mayImport(from, ""); err != nil {
+				wrong = append(wrong, displayPath(from)+": "+err.Error()+"; add one, after DESIGN.md")
+				continue
+			}
+			for _, imp := range p.Imports {
+				to, ok := relPath(imp)
+				if !ok {
+					continue
+				}
+				if allowed, _ := mayImport(from, to); !allowed {
+					wrong = append(wrong, displayPath(from)+" imports "+displayPath(to))
+				}
+			}
+		}
+		for _, pkg := range []string{"", "relay", "inbox", "delivery", "internal/pgtest"} {
+			require.True(t, seen[pkg], "go list did not report %s", displayPath(pkg))
+		}
+		require.Empty(t, wrong, "imports that point the wrong way (see DESIGN.md, Packages)")
+	})
+
+	// The rules themselves, including for packages that do not exist yet.
+	t.Run("Rules", func(t *testing.T) {
+		t.Parallel()
+		for _, tc := range []struct {
+			from, to string
+			ok       bool
+		}{
+			{"", "relay", true},
+			{"", "inbox", true},
+			{"", "internal/migrate", true},
+			{"", "notification", false},
+			{"relay", "internal/ident", true},
+			{"relay", "inbox", false},
+			{"relay", "notification", false},
+			{"relay", "delivery", false},
+			{"relay", "", false},
+			{"inbox", "internal/ident", true},
+			{"inbox", "relay", false},
+			{"retrypolicy", "delivery", false},
+			{"delivery", "notification", false},
+			{"delivery", "delivery/mail", false},
+			{"delivery", "retrypolicy", false},
+			{"delivery/mail", "delivery", true},
+			{"delivery/mail", "notification", false},
+			{"delivery/mail", "relay", false},
+			{"delivery/mail", "delivery/sms", false},
+			{"delivery/mail", "retrypolicy", false},
+			{"recording", "delivery", true},
+			{"recording", "relay", false},
+			{"recording", "notification", false},
+			{"notification", "relay", true},
+			{"notification", "inbox", true},
+			{"notification", "delivery", true},
+			{"notification", "retrypolicy", true},
+			{"notification", "internal/ident", true},
+			{"notification", "delivery/mail", false},
+			{"notification", "recording", false},
+			{"notification", "", false},
+			{"internal/pgtest", "internal/pgtemp", true},
+			{"internal/pgtest", "relay", false},
+			{"internal/testkit", "inbox", false},
+			{"internal/testkit", "notification", false},
+			{"internal/testkit", "delivery", false},
+			{"internal/testkit", "recording", false},
+			{"internal/testkit", "", false},
+			{"examples/welcome", "notification", true},
+			{"examples/welcome", "delivery/mail", true},
+			{"examples", "relay", true},
+			{"cmd/tidings", "relay", true},
+		} {
+			allowed, err := mayImport(tc.from, tc.to)
+			require.NoError(t, err, "%s", displayPath(tc.from))
+			require.Equal(t, tc.ok, allowed, "%s imports %s", displayPath(tc.from), displayPath(tc.to))
+		}
+		_, err := mayImport("newpkg", "relay")
+		require.Error(t, err, "a package without a rule")
+	})
+}
+
+// relayWords are what the relay must never speak of: it moves opaque
+// records (STYLE.md, section 2).
+var relayWords = regexp.MustCompile(`(?i)notification|recipient|channel`)
+
+// TestRelayKnowsNoNotification checks the relay's exported API (names,
+// signatures, fields, methods and constant values) and its SQL (tables,
+// columns, statements; comments left out) for relayWords.
+func TestRelayKnowsNoNotification(t *testing.T) {
+	t.Parallel()
+
+	t.Run("GoDocShort", func(t *testing.T) {
+		t.Parallel()
+		cmd := exec.CommandContext(t.Context(), "go", "doc", "-short", "./relay")
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		require.NoError(t, err, "go doc: %s", stderr.String())
+		require.NotEmpty(t, out)
+		for line := range strings.Lines(string(out)) {
+			require.False(t, relayWords.MatchString(line), "relay API: %s", strings.TrimSpace(line))
+		}
+	})
+
+	t.Run("ExportedAPI", func(t *testing.T) {
+		t.Parallel()
+		var dir string
+		var files []string
+		for _, p := range listPackages(t) {
+			if p.ImportPath == modulePath+"/relay" {
+				dir, files = p.Dir, p.GoFiles
+			}
+		}
+		require.NotEmpty(t, files)
+		fset := token.NewFileSet()
+		var parsed []*ast.File
+		for _, name := range files {
+			f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, parser.SkipObjectResolution)
+			require.NoError(t, err)
+			parsed = append(parsed, f)
+		}
+		// Mode 0 keeps exported declarations only, without unexported
+		// fields and methods.
+		pkg, err := doc.NewFromFiles(fset, parsed, modulePath+"/relay")
+		require.NoError(t, err)
+
+		var found []string
+		check := func(where string, nodes ...ast.Node) {
+			for _, n := range nodes {
+				ast.Inspect(n, func(n ast.Node) bool {
+					switch n := n.(type) {
+					case *ast.BlockStmt: // a body is not API
+						return false
+					case *ast.Ident:
+						if relayWords.MatchString(n.Name) {
+							found = append(found, where+": "+n.Name)
+						}
+					case *ast.BasicLit:
+						if s, err := strconv.Unquote(n.Value); err == nil && relayWords.MatchString(s) {
+							found = append(found, where+": "+n.Value)
+						}
+					}
+					return true
+				})
+			}
+		}
+		values := func(where string, vs []*doc.Value) {
+			for _, v := range vs {
+				check(where+" "+strings.Join(v.Names, ", "), v.Decl)
+			}
+		}
+		values("const", pkg.Consts)
+		values("var", pkg.Vars)
+		for _, f := range pkg.Funcs {
+			check("func "+f.Name, f.Decl)
+		}
+		for _, typ := range pkg.Types {
+			check("type "+typ.Name, typ.Decl)
+			values("const", typ.Consts)
+			values("var", typ.Vars)
+			for _, f := range typ.Funcs {
+				check("func "+f.Name, f.Decl)
+			}
+			for _, m := range typ.Methods {
+				check("method "+typ.Name+"."+m.Name, m.Decl)
+			}
+		}
+		require.Empty(t, found, "the relay's API speaks of notifications")
+	})
+
+	t.Run("SQL", func(t *testing.T) {
+		t.Parallel()
+		comment := regexp.MustCompile(`--[^\n]*`)
+		var sqlFiles []string
+		require.NoError(t, fs.WalkDir(relay.Migrations(), ".", func(name string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			body, err := fs.ReadFile(relay.Migrations(), name)
+			if err != nil {
+				return err
+			}
+			sqlFiles = append(sqlFiles, name)
+			for line := range strings.Lines(comment.ReplaceAllString(string(body), "")) {
+				require.False(t, relayWords.MatchString(line), "%s: %s", name, strings.TrimSpace(line))
+			}
+			return nil
+		}))
+		require.NotEmpty(t, sqlFiles)
+
+		// The statements, all in relay/sql.go: its string literals.
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, filepath.Join("relay", "sql.go"), nil, parser.SkipObjectResolution)
+		require.NoError(t, err)
+		literals := 0
+		ast.Inspect(f, func(n ast.Node) bool {
+			lit, ok := n.(*ast.BasicLit)
+			if !ok || lit.Kind != token.STRING {
+				return true
+			}
+			s, err := strconv.Unquote(lit.Value)
+			require.NoError(t, err)
+			literals++
+			s = comment.ReplaceAllString(s, "")
+			require.False(t, relayWords.MatchString(s), "relay/sql.go:%d: %s", fset.Position(lit.Pos()).Line, s)
+			return true
+		})
+		require.NotZero(t, literals)
+	})
+}

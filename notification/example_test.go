@@ -1,0 +1,133 @@
+package notification_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/tidings-go/tidings"
+	"github.com/tidings-go/tidings/delivery"
+	"github.com/tidings-go/tidings/notification"
+	"github.com/tidings-go/tidings/relay"
+)
+
+// Stage the notifications of a business event in the write that makes it
+// happen: one request per recipient and channel, all in one transaction.
+func ExampleStageBatch() {
+	ctx, db := exampleSetup()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		panic(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(ctx, `UPDATE bookings SET status = 'confirmed' WHERE id = $1`, 7); err != nil {
+		panic(err)
+	}
+	data := map[string]any{"booking_id": 7, "starts_at": "2026-12-01T09:00:00Z"}
+	ids, err := notification.StageBatch(ctx, tx, "bookings", []notification.Request{
+		{Channel: "mail", Recipient: "driver@example.com", Template: "booking_confirmed", Data: data},
+		{Channel: "push", Recipient: "ExponentPushToken[xxxx]", Template: "booking_confirmed", Data: data},
+		{Channel: "mail", Recipient: "host@example.com", Template: "booking_confirmed_host", Data: data},
+	})
+	if err != nil {
+		panic(err)
+	}
+	if err := tx.Commit(); err != nil {
+		panic(err)
+	}
+	fmt.Println("staged", len(ids), "notifications")
+}
+
+// A reminder 15 minutes before a booking ends, cancelled if the booking is.
+func ExampleDispatcher_Cancel() {
+	ctx, db := exampleSetup()
+	ends := time.Now().Add(2 * time.Hour)
+	id, err := notification.Stage(ctx, db, "bookings", notification.Request{
+		Channel: "push", Recipient: "ExponentPushToken[xxxx]", Template: "ending_soon",
+		NotBefore: ends.Add(-15 * time.Minute),
+	})
+	if err != nil {
+		panic(err)
+	}
+	d := exampleDispatcher(db)
+	st, err := d.Cancel(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(st.State) // cancelled, or the state it had already reached
+}
+
+// A service main: the dispatcher is the relay's sink.
+func ExampleNewDispatcher() {
+	dsn := os.Getenv("DATABASE_URL")
+	db, err := sql.Open("postgres", dsn)
+	if err != nil {
+		panic(err)
+	}
+	defer db.Close()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := tidings.Migrate(ctx, db, ""); err != nil {
+		panic(err)
+	}
+
+	mail := delivery.Func(func(ctx context.Context, p delivery.Pending) delivery.Outcome {
+		// Render p.Template with p.Data and send it, giving p.ID to the
+		// provider as its idempotency key.
+		return delivery.Delivered()
+	})
+	d, err := notification.NewDispatcher(db, &notification.Config{
+		Consumer:   "bookings_notify",
+		Deliveries: map[string]delivery.Delivery{"mail": mail},
+	})
+	if err != nil {
+		panic(err)
+	}
+	if err := relay.Supervise(ctx, db, &relay.Config{Module: "bookings", ListenDSN: dsn}, d); err != nil {
+		panic(err)
+	}
+}
+
+// Ask how a staged request went, waiting until it is settled.
+func ExampleDispatcher_Wait() {
+	ctx, db := exampleSetup()
+	d := exampleDispatcher(db)
+	id, err := notification.Stage(ctx, db, "bookings", notification.Request{Channel: "mail", Recipient: "driver@example.com"})
+	if err != nil {
+		panic(err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	st, err := d.Wait(ctx, id)
+	switch {
+	case err != nil:
+		fmt.Println("still", st.State, "after", st.Attempts, "attempts; last error:", st.LastError)
+	case st.State == relay.StateProcessed:
+		fmt.Println("delivered at", st.SettledAt, "provider reference", st.Result)
+	default:
+		fmt.Println(st.State, st.Reason)
+	}
+}
+
+func exampleSetup() (context.Context, *sql.DB) {
+	db, err := sql.Open("postgres", os.Getenv("DATABASE_URL"))
+	if err != nil {
+		panic(err)
+	}
+	return context.Background(), db
+}
+
+func exampleDispatcher(db *sql.DB) *notification.Dispatcher {
+	d, err := notification.NewDispatcher(db, &notification.Config{
+		Consumer:   "bookings_notify",
+		Deliveries: map[string]delivery.Delivery{"mail": delivery.Func(func(context.Context, delivery.Pending) delivery.Outcome { return delivery.Delivered() })},
+	})
+	if err != nil {
+		panic(err)
+	}
+	return d
+}
