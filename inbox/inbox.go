@@ -1,6 +1,7 @@
 package inbox
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"embed"
@@ -37,21 +38,12 @@ var migrationFiles embed.FS
 
 // Migrations returns the inbox's SQL migrations, named as golang-migrate
 // expects. The files name no schema: run them with search_path set to it.
-func Migrations() fs.FS {
-	sub, err := fs.Sub(migrationFiles, "migrations")
-	if err != nil {
-		panic(err) // the embedded directory always exists
-	}
-	return sub
-}
+func Migrations() fs.FS { return migrate.Dir(migrationFiles) }
 
 // Migrate creates or updates the inbox table in schema ("" means
 // SchemaDefault). It is safe to run from many processes at once.
 func Migrate(ctx context.Context, db *sql.DB, schema string) error {
-	if schema == "" {
-		schema = SchemaDefault
-	}
-	return migrate.Apply(ctx, db, schema, migrate.Set{Component: "inbox", FS: Migrations()})
+	return migrate.Apply(ctx, db, cmp.Or(schema, SchemaDefault), migrate.Set{Component: "inbox", FS: Migrations()})
 }
 
 // Inbox is the inbox table of one schema. It is safe for concurrent use.

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"embed"
@@ -47,21 +48,12 @@ var migrationFiles embed.FS
 
 // Migrations returns the outbox's SQL migrations, named as golang-migrate
 // expects. The files name no schema: run them with search_path set to it.
-func Migrations() fs.FS {
-	sub, err := fs.Sub(migrationFiles, "migrations")
-	if err != nil {
-		panic(err) // the embedded directory always exists
-	}
-	return sub
-}
+func Migrations() fs.FS { return migrate.Dir(migrationFiles) }
 
 // Migrate creates or updates the outbox table in schema ("" means
 // SchemaDefault). It is safe to run from many processes at once.
 func Migrate(ctx context.Context, db *sql.DB, schema string) error {
-	if schema == "" {
-		schema = SchemaDefault
-	}
-	return migrate.Apply(ctx, db, schema, migrate.Set{Component: "relay", FS: Migrations()})
+	return migrate.Apply(ctx, db, cmp.Or(schema, SchemaDefault), migrate.Set{Component: "relay", FS: Migrations()})
 }
 
 // Outbox is the outbox table of one schema: staging into it, and the

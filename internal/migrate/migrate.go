@@ -12,6 +12,7 @@ package migrate
 import (
 	"context"
 	"database/sql"
+	"embed"
 	"fmt"
 	"io/fs"
 	"path"
@@ -21,6 +22,15 @@ import (
 
 	"github.com/tidings-go/tidings/internal/ident"
 )
+
+// Dir returns the migrations directory of a package's embedded files.
+func Dir(files embed.FS) fs.FS {
+	sub, err := fs.Sub(files, "migrations")
+	if err != nil {
+		panic(err) // a fixed, valid path
+	}
+	return sub
+}
 
 // Set is the migrations of one component (one package's tables).
 type Set struct {
