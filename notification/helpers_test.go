@@ -73,9 +73,14 @@ func (b testBundle) relayConfig(t *testing.T) relay.Config {
 // run supervises a relay with sink until the test ends.
 func (b testBundle) run(t *testing.T, sink relay.Sink) {
 	t.Helper()
+	b.runWith(t, b.relayConfig(t), sink)
+}
+
+// runWith supervises a relay of cfg with sink until the test ends.
+func (b testBundle) runWith(t *testing.T, cfg relay.Config, sink relay.Sink) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	cfg := b.relayConfig(t)
 	go func() { done <- relay.Supervise(ctx, b.db, &cfg, sink) }()
 	t.Cleanup(func() {
 		cancel()

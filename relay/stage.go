@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"database/sql"
@@ -203,8 +204,31 @@ func (m Message) validate() error {
 		return fmt.Errorf("%w: Payload is empty", ErrInvalidMessage)
 	case !json.Valid(m.Payload):
 		return fmt.Errorf("%w: Payload is not valid JSON", ErrInvalidMessage)
+	case hasNUL(m.Payload):
+		return fmt.Errorf(`%w: Payload holds the escape \u0000, which PostgreSQL's jsonb cannot store`, ErrInvalidMessage)
 	}
 	return nil
+}
+
+// hasNUL reports whether valid JSON holds the escape \u0000: a "\u0000"
+// preceded by an even number of backslashes (an odd one escapes the
+// backslash instead).
+func hasNUL(payload []byte) bool {
+	for i := 0; ; {
+		j := bytes.Index(payload[i:], []byte(`\u0000`))
+		if j < 0 {
+			return false
+		}
+		at := i + j
+		backslashes := 0
+		for k := at - 1; k >= 0 && payload[k] == '\\'; k-- {
+			backslashes++
+		}
+		if backslashes%2 == 0 {
+			return true
+		}
+		i = at + 1
+	}
 }
 
 func printable(s string) bool {

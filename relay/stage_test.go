@@ -100,6 +100,7 @@ func TestStage(t *testing.T) {
 			"ControlKind":  {func(m *relay.Message) { m.Kind = "a\nb" }, "Kind"},
 			"EmptyPayload": {func(m *relay.Message) { m.Payload = nil }, "Payload is empty"},
 			"InvalidJSON":  {func(m *relay.Message) { m.Payload = json.RawMessage(`{"a":`) }, "Payload is not valid JSON"},
+			"NULEscape":    {func(m *relay.Message) { m.Payload = json.RawMessage(`{"a":"x\u0000"}`) }, `\u0000`},
 		} {
 			msg := ok
 			tc.mutate(&msg)
@@ -112,6 +113,10 @@ func TestStage(t *testing.T) {
 			require.ErrorContains(t, err, tc.want, name)
 		}
 		require.Equal(t, 0, b.count(t, "true"))
+
+		// An escaped backslash followed by "u0000" is text, not a NUL.
+		_, err := b.ob.Stage(t.Context(), b.db, relay.Message{Module: module, Kind: "k", Payload: json.RawMessage(`{"path":"C:\\u0000"}`)})
+		require.NoError(t, err)
 	})
 }
 
