@@ -218,7 +218,7 @@ func (d *Dispatcher) once(ctx context.Context, dl delivery.Delivery, p delivery.
 		return relay.Done()
 	}
 
-	out := d.deliver(ctx, dl, p)
+	out := d.deliver(delivery.WithTx(ctx, tx), dl, p)
 	switch out.Kind() {
 	case delivery.KindDelivered:
 		if err := tx.Commit(); err != nil {

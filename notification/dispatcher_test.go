@@ -301,3 +301,28 @@ func waitCtx(t *testing.T) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+func TestDeliveryWritesInTheClaimsTransaction(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	_, err := b.db.ExecContext(t.Context(), `CREATE TABLE "`+b.schema+`".feed (id uuid PRIMARY KEY)`)
+	require.NoError(t, err)
+	cfg := b.config()
+	answers := []delivery.Outcome{delivery.Retry(errors.New("later")), delivery.Delivered()}
+	cfg.Deliveries["mail"] = delivery.Func(func(ctx context.Context, p delivery.Pending) delivery.Outcome {
+		tx, ok := delivery.TxFrom(ctx)
+		if !ok {
+			return delivery.Reject(errors.New("no transaction"))
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO "`+b.schema+`".feed (id) VALUES ($1)`, p.ID); err != nil {
+			return delivery.Retry(err)
+		}
+		return answers[p.Attempt-1]
+	})
+	b.run(t, b.dispatcher(t, cfg))
+	id := b.stage(t, mailTo("a@example.com"))[0]
+	require.Equal(t, relay.StateProcessed, b.waitSettled(t, id).State)
+	var n int
+	require.NoError(t, b.db.QueryRowContext(t.Context(), `SELECT count(*) FROM "`+b.schema+`".feed`).Scan(&n))
+	require.Equal(t, 1, n, "the write of the retried attempt rolled back with its claim")
+}
