@@ -326,3 +326,29 @@ func TestDeliveryWritesInTheClaimsTransaction(t *testing.T) {
 	require.NoError(t, b.db.QueryRowContext(t.Context(), `SELECT count(*) FROM "`+b.schema+`".feed`).Scan(&n))
 	require.Equal(t, 1, n, "the write of the retried attempt rolled back with its claim")
 }
+
+// The attempt count lives on the row: a restart (or another instance)
+// continues it rather than starting over.
+func TestAttemptsSurviveARestart(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cfg := b.config()
+	cfg.Deliveries = map[string]delivery.Delivery{"mail": delivery.Func(func(context.Context, delivery.Pending) delivery.Outcome {
+		return delivery.Retry(errors.New("provider down"))
+	})}
+	ctx, stop := context.WithCancel(t.Context())
+	rcfg := b.relayConfig(t)
+	done := make(chan error, 1)
+	go func() { done <- relay.Supervise(ctx, b.db, &rcfg, b.dispatcher(t, cfg)) }()
+	id := b.stage(t, mailTo("a@example.com"))[0]
+	require.Eventually(t, func() bool { return b.status(t, id).Attempts == 1 }, 10*time.Second, time.Millisecond)
+	stop()
+	require.NoError(t, <-done)
+
+	// A new process: the second attempt is attempt 2.
+	b.run(t, b.dispatcher(t, b.config()))
+	got, err := b.mail.Wait(waitCtx(t), 1)
+	require.NoError(t, err)
+	require.Equal(t, 2, got[0].Attempt)
+	require.Equal(t, relay.StateProcessed, b.waitSettled(t, id).State)
+}

@@ -262,3 +262,43 @@ func TestSuperviseRejectsBadConfig(t *testing.T) {
 	err := relay.Supervise(t.Context(), db, &relay.Config{Module: module, Schema: "not_migrated"}, newRecorder(nil))
 	require.ErrorContains(t, err, "read outbox not_migrated")
 }
+
+// A relay whose lease ran out must not overwrite what a later hand decided.
+func TestSettleIsFencedByTheHand(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	firstHand := make(chan struct{})
+	letGo := make(chan struct{})
+	slow := newRecorder(func(ctx context.Context, rec relay.Record) relay.Result {
+		close(firstHand)
+		select {
+		case <-letGo:
+		case <-ctx.Done():
+		}
+		return relay.Dead(errors.New("stale answer"))
+	})
+	id := b.stage(t, 1)[0]
+	cfg := b.config(t)
+	cfg.Concurrency = 1 // its one slot stays busy: it cannot claim the record again
+	stopSlow := supervise(t, b.db, cfg, slow)
+	<-firstHand
+
+	// The first relay's lease runs out (as if it stalled); a second relay
+	// hands the record again and settles it.
+	_, err := b.db.ExecContext(t.Context(), `UPDATE "`+b.schema+`".outbox SET available_at = now() WHERE id = $1`, id)
+	require.NoError(t, err)
+	supervise(t, b.db, b.config(t), newRecorder(func(context.Context, relay.Record) relay.Result {
+		return relay.Retry(time.Hour, errors.New("provider busy"))
+	}))
+	b.eventually(t, "attempts = 1 AND hands = 2", 1, 10*time.Second)
+
+	// Now the first hand answers; stopping its relay flushes the settle,
+	// which belongs to hand 1 and is fenced off.
+	close(letGo)
+	stopSlow()
+	st, err := b.ob.Status(t.Context(), b.db, id)
+	require.NoError(t, err)
+	require.Equal(t, relay.StatePending, st.State, "the stale dead answer was fenced off")
+	require.Equal(t, "provider busy", st.LastError)
+	require.Equal(t, 1, st.Attempts)
+}
