@@ -38,7 +38,9 @@ var importRules = []struct {
 	{pkg: "inbox", may: []string{"internal/..."}},
 	{pkg: "retrypolicy", may: []string{"internal/..."}},
 	{pkg: "delivery", may: []string{"internal/..."}},
-	{pkg: "delivery/...", may: []string{"delivery"}}, // the modules; never notification, never relay
+	// The modules, their shared internals and their test kit: never
+	// notification, never relay, never each other.
+	{pkg: "delivery/...", may: []string{"delivery", "delivery/internal/...", "internal/..."}},
 	{pkg: "relay", may: []string{"internal/..."}},
 	{pkg: "recording", may: []string{"delivery"}},
 	{pkg: "notification", may: []string{"relay", "inbox", "delivery", "retrypolicy", "internal/..."}},
@@ -183,6 +185,10 @@ func TestImportRules(t *testing.T) {
 			{"delivery/mail", "relay", false},
 			{"delivery/mail", "delivery/sms", false},
 			{"delivery/mail", "retrypolicy", false},
+			{"delivery/mail", "delivery/internal/httpcall", true},
+			{"delivery/inapp", "internal/migrate", true},
+			{"delivery/internal/httpcall", "delivery", true},
+			{"delivery/internal/httpcall", "notification", false},
 			{"recording", "delivery", true},
 			{"recording", "relay", false},
 			{"recording", "notification", false},

@@ -55,14 +55,17 @@ func TestDispatcher(t *testing.T) {
 		b.run(t, b.dispatcher(t, b.config()))
 		id := b.stage(t, mailTo("a@example.com"))[0]
 		b.waitSettled(t, id)
-		// The settle is lost (a crash after the claim's commit): the row is
-		// pending and due again.
-		_, err := b.db.ExecContext(t.Context(), `UPDATE "`+b.schema+`".outbox SET processed_at = NULL, available_at = now() WHERE id = $1`, id)
+		// Its settle is lost and it dies of something else (as a crash after
+		// the claim's commit and then MaxHands would have it); an operator
+		// re-emits it.
+		_, err := b.db.ExecContext(t.Context(), `UPDATE "`+b.schema+`".outbox SET processed_at = NULL, failed_at = now(), failure_reason = 'lost' WHERE id = $1`, id)
 		require.NoError(t, err)
-		_, err = b.ob.Reemit(t.Context(), b.db, &relay.DeadFilter{IDs: []uuid.UUID{id}}) // wakes nobody: not dead
+		n, err := b.ob.Reemit(t.Context(), b.db, &relay.DeadFilter{IDs: []uuid.UUID{id}})
 		require.NoError(t, err)
-		require.Eventually(t, func() bool { return b.status(t, id).Hands == 2 && b.status(t, id).Settled() },
-			15*time.Second, 5*time.Millisecond)
+		require.EqualValues(t, 1, n)
+		st := b.waitSettled(t, id)
+		require.Equal(t, relay.StateProcessed, st.State)
+		require.Equal(t, 1, st.Hands, "handed again after the re-emit")
 		require.Equal(t, 1, b.mail.Count(id), "delivered once")
 	})
 

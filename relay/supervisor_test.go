@@ -146,16 +146,13 @@ func TestSupervise(t *testing.T) {
 		b := setup(t)
 		type seen struct{ corr, cause string }
 		got := make(chan seen, 2)
-		var child atomic.Value
 		sink := newRecorder(func(ctx context.Context, rec relay.Record) relay.Result {
 			got <- seen{relay.CorrelationID(ctx), relay.CausationID(ctx)}
 			if rec.Kind == "parent" {
 				// Staged from inside a hand: no ids passed by hand.
-				id, err := b.ob.Stage(ctx, b.db, relay.Message{Module: module, Kind: "child", Payload: payload(2)})
-				if err != nil {
+				if _, err := b.ob.Stage(ctx, b.db, relay.Message{Module: module, Kind: "child", Payload: payload(2)}); err != nil {
 					return relay.Retry(0, err)
 				}
-				child.Store(id)
 			}
 			return relay.Done()
 		})
@@ -166,7 +163,12 @@ func TestSupervise(t *testing.T) {
 
 		first, second := <-got, <-got
 		require.Equal(t, seen{"booking-7", parent.String()}, first)
-		childID := child.Load().(uuid.UUID)
+		var childID uuid.UUID
+		for _, rec := range sink.records() {
+			if rec.Kind == "child" {
+				childID = rec.ID
+			}
+		}
 		require.Equal(t, seen{"booking-7", childID.String()}, second)
 		b.eventually(t, fmt.Sprintf("id = '%s' AND causation_id = '%s' AND correlation_id = 'booking-7'", childID, parent), 1, time.Second)
 	})
