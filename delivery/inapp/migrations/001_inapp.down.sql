@@ -1,0 +1,1 @@
+DROP TABLE inapp_notifications;
