@@ -1,0 +1,103 @@
+package render_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tidings-go/tidings/delivery/internal/render"
+)
+
+func TestExecute(t *testing.T) {
+	t.Parallel()
+
+	t.Run("Renders", func(t *testing.T) {
+		t.Parallel()
+		tmpl, err := render.Parse("welcome", "body", "Hello {{.name}}, {{.user.city}}")
+		require.NoError(t, err)
+		got, err := tmpl.Execute(map[string]any{"name": "Ada", "user": map[string]any{"city": "London"}})
+		require.NoError(t, err)
+		require.Equal(t, "Hello Ada, London", got)
+	})
+
+	t.Run("NilDataIsNoValues", func(t *testing.T) {
+		t.Parallel()
+		tmpl, err := render.Parse("static", "body", "Hello")
+		require.NoError(t, err)
+		got, err := tmpl.Execute(nil)
+		require.NoError(t, err)
+		require.Equal(t, "Hello", got)
+
+		tmpl, err = render.Parse("welcome", "body", "Hello {{.name}}")
+		require.NoError(t, err)
+		_, err = tmpl.Execute(nil)
+		rerr, ok := errors.AsType[*render.Error](err)
+		require.True(t, ok, "%v", err)
+		require.Equal(t, "name", rerr.Missing)
+	})
+
+	for _, tt := range []struct {
+		name     string
+		src      string
+		data     map[string]any
+		missing  string
+		location string
+		text     string
+	}{
+		{
+			name:     "MissingKey",
+			src:      "Hello {{.name}}",
+			data:     map[string]any{"other": "secret-value"},
+			missing:  "name",
+			location: "welcome:1:8 <.name>",
+			text:     `template "welcome" needs "name", which the request does not carry`,
+		},
+		{
+			name:     "MissingNestedKey",
+			src:      "Hello {{.user.name}}",
+			data:     map[string]any{"user": map[string]any{"city": "secret-value"}},
+			missing:  "user.name",
+			location: "welcome:1:13 <.user.name>",
+			text:     `template "welcome" needs "user.name", which the request does not carry`,
+		},
+		{
+			name:     "MissingParent",
+			src:      "Hello {{.user.name}}",
+			data:     map[string]any{"other": "secret-value"},
+			missing:  "user",
+			location: "welcome:1:13 <.user.name>",
+			text:     `template "welcome" needs "user", which the request does not carry`,
+		},
+		{
+			name:     "OtherFailure",
+			src:      "First: {{index .items 5}}",
+			data:     map[string]any{"items": []string{"secret-value"}},
+			location: "welcome:1:9 <index .items 5>",
+			text:     `template "welcome" failed to render its body at welcome:1:9 <index .items 5>`,
+		},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			tmpl, err := render.Parse("welcome", "body", tt.src)
+			require.NoError(t, err)
+
+			_, err = tmpl.Execute(tt.data)
+			rerr, ok := errors.AsType[*render.Error](err)
+			require.True(t, ok, "%v", err)
+			require.Equal(t, "welcome", rerr.Template)
+			require.Equal(t, "body", rerr.Part)
+			require.Equal(t, tt.missing, rerr.Missing)
+			require.Equal(t, tt.location, rerr.Location)
+			require.Equal(t, tt.text, err.Error())
+			require.NotContains(t, err.Error(), "secret-value")
+			require.Error(t, errors.Unwrap(err))
+		})
+	}
+}
+
+func TestParse(t *testing.T) {
+	t.Parallel()
+	_, err := render.Parse("broken", "body", "Hello {{.name")
+	require.Error(t, err)
+}

@@ -1,0 +1,74 @@
+// Package sms is the text message module: a [delivery.Delivery] that
+// renders a registered template with a request's data and asks Twilio's
+// Messages API to send it to a phone number.
+//
+// The application registers its messages by name in [Config.Templates]:
+// each is a [text/template] source for the message body. [New] validates
+// the whole Config and parses every template once; a request then selects
+// a template with [delivery.Pending.Template], and [delivery.Pending.Data]
+// fills it in, when the request is delivered.
+//
+// # What Deliver does
+//
+// Deliver first turns the request into a message, without any call: it
+// checks that [delivery.Pending.Recipient] is a phone number in E.164 form
+// (+ then up to 15 digits, as "+14155550100"), finds the template and
+// renders it. A template that refers to a value the request does not carry
+// fails, naming the value: the request is dead at once ([delivery.Reject]
+// with a [*TemplateError]) instead of a text that says "Your code is <no
+// value>".
+//
+// Then one call: POST {BaseURL}/2010-04-01/Accounts/{AccountSID}/Messages.json,
+// form-encoded To, From or MessagingServiceSid, and Body, with HTTP basic
+// auth (AccountSID:AuthToken). Twilio's answer decides the outcome:
+//
+//   - 200 or 201 is delivered, with the Message SID ("SM...") as the
+//     reference;
+//   - 400 and other 4xx are [delivery.Reject] with an [*APIError] that
+//     carries Twilio's error code, such as 21211 (invalid To number) or
+//     21610 (the recipient replied STOP);
+//   - 401 and 403 are [delivery.Retry], not Reject: Twilio refused the
+//     account (a wrong or rotated AuthToken, a suspended account), not the
+//     message. Every message would fail the same way, and the operator can
+//     fix it: retrying keeps the requests until the retry policy's attempts
+//     run out, with the reason "sms: twilio refused the credentials (401)",
+//     instead of making the whole backlog dead at once;
+//   - 429 and 5xx, an unreachable Twilio, a cancelled context, the
+//     delivery's deadline or [Config.Timeout] are [delivery.Retry], after
+//     the wait a Retry-After header names.
+//
+// # Duplicates: what Twilio can and cannot drop
+//
+// Every call carries the request's id, which is the same on every attempt,
+// twice: as Idempotency-Key, as every module sends it, and as Twilio's own
+// I-Twilio-Idempotency-Token header ([TokenHeader]), which Twilio honours
+// within its idempotency window.
+//
+// So when the process crashes after Twilio accepted the message but before
+// the dispatcher committed the answer, or when the answer is lost to a
+// timeout, the request is handed again with the same token, and Twilio
+// recognises the repeat and sends no second text: the retry is answered as
+// the first call was. That holds only within Twilio's window and for the
+// same account: a retry that comes later than the window (a long backoff,
+// a dead request re-emitted by an operator days later) is a new message to
+// Twilio, and the recipient gets a second text. A re-emit after a fix is
+// meant to send, so that is usually what the operator wants.
+//
+// # What is never in a reason
+//
+// Reasons are stored in the dead row and logged, so they never hold the
+// phone number, the template data, the AuthToken or the text. Twilio's
+// error message quotes the number, so an [*APIError] keeps only the status
+// and Twilio's numeric error code ("sms: twilio rejected the message (400):
+// error 21211"); a network failure is described without addresses or URLs.
+// The errors a reason wraps (for [errors.Is] and [errors.As]) can hold
+// more: never print them on their own.
+//
+// # Concurrency
+//
+// A [Delivery] is safe for concurrent use, and each Deliver makes one
+// call, so the dispatcher's concurrency bounds the calls in flight.
+//
+// sms imports only [delivery], its internal helpers and the standard
+// library.
+package sms

@@ -1,0 +1,93 @@
+package sms
+
+import (
+	"encoding/json"
+	"errors"
+	"strconv"
+
+	"github.com/tidings-go/tidings/delivery/internal/httpcall"
+	"github.com/tidings-go/tidings/delivery/internal/render"
+)
+
+// The reasons Deliver gives that are not Twilio's answer. Match them with
+// [errors.Is] on [delivery.Outcome.Reason].
+var (
+	// ErrInvalidRecipient: the request's recipient is not an E.164 phone
+	// number (+ and up to 15 digits). The reason never quotes it. Deliver
+	// answers Reject without calling Twilio.
+	ErrInvalidRecipient = errors.New("sms: recipient is not an E.164 phone number")
+
+	// ErrUnknownTemplate: the request names no template, or one that is
+	// not in Config.Templates. Deliver answers Reject, naming the template,
+	// without calling Twilio.
+	ErrUnknownTemplate = errors.New("sms: unknown template")
+
+	// ErrNoID: the request has the zero id, which is no idempotency key.
+	// Deliver answers Reject without calling Twilio.
+	ErrNoID = errors.New("sms: request has no id")
+
+	// ErrUnreadableAnswer: Twilio answered 2xx with a body that is not a
+	// Message resource, so whether it took the message is unknown.
+	// Deliver answers Retry: the idempotency token makes a second call
+	// within Twilio's window return the first one's answer.
+	ErrUnreadableAnswer = errors.New("sms: twilio's answer is not a message resource")
+)
+
+// TemplateError is the reason of a request whose template did not render:
+// Deliver answers Reject, without calling Twilio, with a reason that wraps
+// it, as in `sms: template "otp" needs "code", which the request does not
+// carry`. It names the template and the value the request does not carry
+// ([TemplateError.Missing]), or the place in the template that failed;
+// never a value of the request. Its Err can quote the data: never print it
+// on its own.
+type TemplateError = render.Error
+
+// APIError is the reason of a call Twilio answered with a 4xx status
+// other than 429: Deliver answers Retry for 401 and 403 (the account's
+// credentials or standing, which the operator can fix) and Reject for the
+// rest.
+//
+// Its text holds the status and Twilio's error code, never Twilio's
+// message, which quotes the phone number: "sms: twilio rejected the
+// message (400): error 21211" or "sms: twilio refused the credentials
+// (401): error 20003".
+type APIError struct {
+	// StatusCode is the HTTP status Twilio answered.
+	StatusCode int
+	// Code is Twilio's error code from the body, such as 21211 (invalid
+	// To number) or 21610 (the recipient unsubscribed), listed at
+	// https://www.twilio.com/docs/api/errors; 0 when the body had none.
+	Code int
+}
+
+// Error says what Twilio refused, with the status and the code.
+func (e *APIError) Error() string {
+	msg := "sms: twilio rejected the message (" + strconv.Itoa(e.StatusCode) + ")"
+	if e.Credentials() {
+		msg = "sms: twilio refused the credentials (" + strconv.Itoa(e.StatusCode) + ")"
+	}
+	if e.Code != 0 {
+		msg += ": error " + strconv.Itoa(e.Code)
+	}
+	return msg
+}
+
+// Credentials reports whether Twilio refused the account rather than the
+// message: a 401 (wrong AccountSID or AuthToken) or a 403 (the account may
+// not do this, such as a suspended account).
+func (e *APIError) Credentials() bool {
+	return e.StatusCode == 401 || e.StatusCode == 403
+}
+
+// newAPIError reads Twilio's error code from body, when it has a
+// plausible one.
+func newAPIError(status int, body []byte) *APIError {
+	e := &APIError{StatusCode: status}
+	var answer struct {
+		Code int `json:"code"`
+	}
+	if json.Unmarshal(body, &answer) == nil && answer.Code > 0 && httpcall.SafeCode(strconv.Itoa(answer.Code)) != "" {
+		e.Code = answer.Code // at most 6 digits: a code, not a phone number
+	}
+	return e
+}

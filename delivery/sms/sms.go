@@ -1,0 +1,163 @@
+package sms
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/tidings-go/tidings/delivery"
+	"github.com/tidings-go/tidings/delivery/internal/httpcall"
+)
+
+// TokenHeader is Twilio's own idempotency header, which carries the
+// request's id along with httpcall's Idempotency-Key.
+const TokenHeader = "I-Twilio-Idempotency-Token"
+
+// Delivery sends a request as a text message through Twilio's Messages
+// API: a [delivery.Delivery] for the channel that carries phone numbers.
+//
+// A Delivery is immutable and safe for concurrent use. It holds nothing to
+// close: its HTTP client's idle connections are the client's.
+type Delivery struct {
+	s *settings
+}
+
+var _ delivery.Delivery = (*Delivery)(nil)
+
+// New returns a Delivery for cfg, which it validates: BaseURL, AccountSID,
+// AuthToken, From or MessagingServiceSID, Timeout, and every template,
+// which it parses once. The error joins every problem found, each naming
+// its field; none quotes AuthToken. New neither calls Twilio nor starts a
+// goroutine.
+func New(cfg *Config) (*Delivery, error) {
+	s, err := cfg.validate()
+	if err != nil {
+		return nil, err
+	}
+	return &Delivery{s: s}, nil
+}
+
+// e164Pattern is a phone number in E.164 form.
+var e164Pattern = regexp.MustCompile(`^\+[1-9]\d{1,14}$`)
+
+// sidPattern is what a Message SID may look like to be a reference.
+var sidPattern = regexp.MustCompile(`^[A-Za-z0-9]{1,64}$`)
+
+// Deliver renders the template p names with p.Data and asks Twilio to send
+// it to p.Recipient, with p.ID as the idempotency key. It answers:
+//
+//   - [delivery.DeliveredWithReference] with the Message SID when Twilio
+//     created the message (200 or 201);
+//   - [delivery.Reject] without calling Twilio when the request cannot
+//     become a message: p.Recipient is not an E.164 number
+//     ([ErrInvalidRecipient]), the template is unknown
+//     ([ErrUnknownTemplate]) or needs a value p.Data does not carry
+//     ([*TemplateError]), or p has no id ([ErrNoID]);
+//   - [delivery.Reject] with an [*APIError] when Twilio refused the message
+//     with a 4xx status, such as 400 with error 21211 (invalid number);
+//   - [delivery.Retry] with an [*APIError] when Twilio answered 401 or 403:
+//     a credential or account problem that the operator can fix, and that
+//     would otherwise make every message dead at once;
+//   - [delivery.Retry] (honouring Retry-After) when Twilio answered 429 or
+//     5xx, was unreachable, or ctx ended or Config.Timeout passed first;
+//     and when it answered 2xx with a body that is not a message
+//     ([ErrUnreadableAnswer]) or another status, such as a redirect.
+func (d *Delivery) Deliver(ctx context.Context, p delivery.Pending) delivery.Outcome {
+	if p.ID == ([16]byte{}) {
+		return delivery.Reject(ErrNoID)
+	}
+	if !e164Pattern.MatchString(p.Recipient) {
+		return delivery.Reject(ErrInvalidRecipient)
+	}
+	body, err := d.render(p)
+	if err != nil {
+		return delivery.Reject(err)
+	}
+
+	form := url.Values{"To": {p.Recipient}, "Body": {body}}
+	if d.s.serviceSID != "" {
+		form.Set("MessagingServiceSid", d.s.serviceSID)
+	} else {
+		form.Set("From", d.s.from)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.s.endpoint, strings.NewReader(form.Encode()))
+	if err != nil {
+		// The endpoint was validated in New: this is a bug, and the error
+		// could quote the URL.
+		return delivery.Retry(errors.New("sms: cannot build the request"))
+	}
+	req.SetBasicAuth(d.s.accountSID, d.s.authToken)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set(TokenHeader, p.ID.String())
+
+	callCtx, cancel := context.WithTimeout(ctx, d.s.timeout)
+	defer cancel()
+	resp, out, ok := httpcall.Do(callCtx, d.s.client, req, p.ID.String())
+	if !ok {
+		if ctx.Err() == nil && errors.Is(out.Reason(), context.DeadlineExceeded) {
+			return delivery.Retry(&timeoutError{timeout: d.s.timeout, err: out.Reason()})
+		}
+		return httpcall.Prefix("sms", out)
+	}
+	return answer(resp)
+}
+
+// render returns the body of the message p asks for.
+func (d *Delivery) render(p delivery.Pending) (string, error) {
+	if p.Template == "" {
+		return "", fmt.Errorf("%w: the request names none", ErrUnknownTemplate)
+	}
+	t, ok := d.s.templates[p.Template]
+	if !ok {
+		return "", fmt.Errorf("%w: %q is not in Config.Templates", ErrUnknownTemplate, p.Template)
+	}
+	body, err := t.Execute(p.Data)
+	if err != nil {
+		return "", fmt.Errorf("sms: %w", err)
+	}
+	return body, nil
+}
+
+// answer turns Twilio's answer, neither 429 nor 5xx, into an outcome.
+func answer(resp httpcall.Response) delivery.Outcome {
+	switch code := resp.StatusCode; {
+	case code >= 200 && code < 300:
+		var msg struct {
+			SID string `json:"sid"`
+		}
+		if err := json.Unmarshal(resp.Body, &msg); err != nil || msg.SID == "" {
+			return delivery.Retry(ErrUnreadableAnswer)
+		}
+		if !sidPattern.MatchString(msg.SID) {
+			return delivery.Delivered() // accepted, under an id not fit to store
+		}
+		return delivery.DeliveredWithReference(msg.SID)
+	case code >= 400 && code < 500:
+		e := newAPIError(code, resp.Body)
+		if e.Credentials() {
+			return delivery.Retry(e)
+		}
+		return delivery.Reject(e)
+	default:
+		return httpcall.Prefix("sms", delivery.Retry(&httpcall.StatusError{StatusCode: code}))
+	}
+}
+
+// timeoutError is the reason of a call that Config.Timeout ended.
+type timeoutError struct {
+	timeout time.Duration
+	err     error
+}
+
+func (e *timeoutError) Error() string {
+	return "sms: twilio took longer than Config.Timeout (" + e.timeout.String() + ")"
+}
+
+func (e *timeoutError) Unwrap() error { return e.err }
