@@ -1,0 +1,348 @@
+package mail
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/mail"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	htmltemplate "html/template"
+	texttemplate "text/template"
+)
+
+// TimeoutDefault is the default of [Config.Timeout]: how long one exchange
+// with the server may take, from dial to QUIT.
+const TimeoutDefault = 30 * time.Second
+
+// TLSMode says whether and how the connection to the server is encrypted.
+// The zero value is [TLSOpportunistic].
+type TLSMode int
+
+const (
+	// TLSOpportunistic, the zero value and default, upgrades the
+	// connection with STARTTLS when the server offers it and sends in the
+	// clear when it does not. Credentials are never sent in the clear to a
+	// server that is not on a loopback address: without STARTTLS such a
+	// send is a [delivery.Retry] with [ErrCleartextAuth].
+	TLSOpportunistic TLSMode = iota
+	// TLSRequired upgrades the connection with STARTTLS, and answers
+	// [delivery.Retry] with [ErrNoStartTLS] when the server does not offer
+	// it. Use it for a provider's submission port (587).
+	TLSRequired
+	// TLSImplicit speaks TLS from the first byte (SMTPS, usually port 465).
+	TLSImplicit
+	// TLSNone never encrypts: for a relay on the same machine or a test
+	// server. New refuses it together with credentials unless Addr is a
+	// loopback address.
+	TLSNone
+)
+
+// String returns "opportunistic", "required", "implicit", "none", or
+// "TLSMode(n)" for a value outside those.
+func (m TLSMode) String() string {
+	switch m {
+	case TLSOpportunistic:
+		return "opportunistic"
+	case TLSRequired:
+		return "required"
+	case TLSImplicit:
+		return "implicit"
+	case TLSNone:
+		return "none"
+	default:
+		return "TLSMode(" + strconv.Itoa(int(m)) + ")"
+	}
+}
+
+// Template is one message the application can send, registered by name
+// in [Config.Templates] and selected by [delivery.Pending.Template].
+//
+// Each field is template source, rendered with the request's
+// [delivery.Pending.Data] as dot. Subject and Text are [text/template]
+// sources, HTML is an [html/template] source, so values are escaped in the
+// HTML body only. No functions beyond the template packages' own are
+// defined.
+//
+// A reference to a value the request does not carry fails the delivery
+// with a [*TemplateError] that names it, instead of printing "<no value>".
+// That holds inside {{if}} and {{with}} too: a request carries an optional
+// value as null or "" rather than leaving it out. A null prints as
+// "<no value>" in Subject and Text (and as nothing in HTML), so test an
+// optional value with {{if}} or {{with}} before printing it.
+type Template struct {
+	// Subject is the subject line; required. Line breaks and other control
+	// characters in the rendered subject become spaces.
+	Subject string
+	// Text is the text/plain body; optional when HTML is set.
+	Text string
+	// HTML is the text/html body; optional when Text is set. With both,
+	// the message is multipart/alternative and the reader's client picks.
+	HTML string
+}
+
+// Config configures a [Delivery]. Addr, From and Templates are required;
+// the zero value of every other field means its default. New copies what
+// it needs: changing a Config after New has no effect on the Delivery.
+type Config struct {
+	// Addr is the SMTP server as host:port, such as "smtp.resend.com:587"
+	// or "localhost:25". Required.
+	Addr string
+
+	// Username and Password are the credentials for AUTH PLAIN. Both
+	// empty (the default) means no AUTH; setting one requires the other.
+	// They are sent only over TLS or to a loopback address, as
+	// [net/smtp.PlainAuth] does.
+	Username string
+	Password string
+
+	// TLS says whether and how the connection is encrypted. The zero value
+	// is TLSOpportunistic: STARTTLS when the server offers it.
+	TLS TLSMode
+
+	// TLSConfig configures the TLS client for STARTTLS and TLSImplicit.
+	// Nil means the defaults of [crypto/tls] with the host of Addr as the
+	// server name; a given config is cloned, and its ServerName set to that
+	// host when empty.
+	TLSConfig *tls.Config
+
+	// From is the sender, for the From header and MAIL FROM, such as
+	// "Tidings <no-reply@example.com>". Required; parsed with
+	// [net/mail.ParseAddress].
+	From string
+
+	// Hostname names this client in EHLO and is the right-hand side of the
+	// Message-ID. The default is the domain of From.
+	Hostname string
+
+	// IdempotencyHeader is the name of a header that also carries the
+	// request's id, for a provider that deduplicates on it, such as
+	// "Resend-Idempotency-Key". Empty (the default) means no such header;
+	// the Message-ID, derived from the same id, is always set.
+	IdempotencyHeader string
+
+	// Timeout bounds one exchange with the server, from dial to QUIT, on
+	// top of the deadline of the context Deliver gets. Zero means
+	// TimeoutDefault; negative is an error.
+	Timeout time.Duration
+
+	// Templates holds the messages the application can send, by name. At
+	// least one is required. New parses each once; a template that does not
+	// parse is an error of New, naming it.
+	Templates map[string]Template
+}
+
+// headerNamePattern is an RFC 5322 field name: printable ASCII but ':'.
+var headerNamePattern = regexp.MustCompile(`^[!-9;-~]+$`)
+
+// hostnamePattern is a domain name of letters, digits and hyphens, or an
+// address literal such as [192.0.2.1].
+var hostnamePattern = regexp.MustCompile(`^(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*|\[[0-9A-Za-z:.]+\])$`)
+
+// ownHeaders are the headers a message always has; IdempotencyHeader may
+// not be one of them.
+var ownHeaders = []string{
+	"from", "to", "subject", "date", "message-id", "mime-version",
+	"content-type", "content-transfer-encoding",
+}
+
+// settings is a validated Config with its defaults applied.
+type settings struct {
+	addr       string
+	host       string // of addr
+	username   string
+	password   string
+	tlsMode    TLSMode
+	tlsConfig  *tls.Config
+	from       *mail.Address
+	hostname   string
+	idemHeader string
+	timeout    time.Duration
+	templates  map[string]*parsedTemplate
+}
+
+// parsedTemplate is a Template parsed once, in New. Templates are safe for
+// concurrent execution.
+type parsedTemplate struct {
+	name    string
+	subject *texttemplate.Template
+	text    *texttemplate.Template // nil when the Template has no Text
+	html    *htmltemplate.Template // nil when the Template has no HTML
+}
+
+// validate checks cfg and returns its settings, or every problem found,
+// joined, each naming its field.
+func (cfg *Config) validate() (*settings, error) {
+	if cfg == nil {
+		return nil, errors.New("mail: Config is nil: Addr, From and Templates are required")
+	}
+	s := &settings{
+		addr:       cfg.Addr,
+		username:   cfg.Username,
+		password:   cfg.Password,
+		tlsMode:    cfg.TLS,
+		idemHeader: cfg.IdempotencyHeader,
+		timeout:    cfg.Timeout,
+	}
+	var errs []error
+	fail := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("mail: "+format, args...))
+	}
+
+	if cfg.Addr == "" {
+		fail("Config.Addr is required")
+	} else if host, port, err := net.SplitHostPort(cfg.Addr); err != nil || host == "" || port == "" {
+		fail("Config.Addr %q is not host:port", cfg.Addr)
+	} else {
+		s.host = host
+	}
+
+	if (cfg.Username == "") != (cfg.Password == "") {
+		fail("Config.Username and Config.Password must be set together")
+	}
+
+	switch cfg.TLS {
+	case TLSOpportunistic, TLSRequired, TLSImplicit:
+		if cfg.TLSConfig != nil {
+			s.tlsConfig = cfg.TLSConfig.Clone()
+		} else {
+			s.tlsConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+		}
+		if s.tlsConfig.ServerName == "" {
+			s.tlsConfig.ServerName = s.host
+		}
+	case TLSNone:
+		if cfg.TLSConfig != nil {
+			fail("Config.TLSConfig is set but Config.TLS is TLSNone")
+		}
+		if cfg.Username != "" && s.host != "" && !isLoopbackHost(s.host) {
+			fail("Config.TLS is TLSNone and Config.Addr is not a loopback address: refusing to send Config.Username and Config.Password in the clear")
+		}
+	default:
+		fail("Config.TLS is %s, not one of the TLSMode constants", cfg.TLS)
+	}
+
+	if cfg.From == "" {
+		fail("Config.From is required")
+	} else if from, err := mail.ParseAddress(cfg.From); err != nil {
+		fail("Config.From %q is not an email address: %v", cfg.From, err)
+	} else {
+		s.from = from
+	}
+
+	s.hostname = cfg.Hostname
+	if s.hostname == "" && s.from != nil {
+		s.hostname = s.from.Address[strings.LastIndexByte(s.from.Address, '@')+1:]
+		if !hostnamePattern.MatchString(s.hostname) {
+			fail("Config.Hostname is empty and the domain of Config.From, %q, is not a host name: set Hostname", s.hostname)
+		}
+	} else if s.hostname != "" && !hostnamePattern.MatchString(s.hostname) {
+		fail("Config.Hostname %q is not a host name", s.hostname)
+	}
+
+	if h := cfg.IdempotencyHeader; h != "" {
+		switch {
+		case !headerNamePattern.MatchString(h):
+			fail("Config.IdempotencyHeader %q is not a header name", h)
+		case slices.Contains(ownHeaders, strings.ToLower(h)):
+			fail("Config.IdempotencyHeader %q is a header the message sets itself", h)
+		}
+	}
+
+	switch {
+	case cfg.Timeout < 0:
+		fail("Config.Timeout is negative: %s", cfg.Timeout)
+	case cfg.Timeout == 0:
+		s.timeout = TimeoutDefault
+	}
+
+	if len(cfg.Templates) == 0 {
+		fail("Config.Templates is empty: register at least one template")
+	}
+	s.templates = make(map[string]*parsedTemplate, len(cfg.Templates))
+	names := make([]string, 0, len(cfg.Templates))
+	for name := range cfg.Templates {
+		names = append(names, name)
+	}
+	slices.Sort(names) // errors in a stable order
+	for _, name := range names {
+		t, err := parseTemplate(name, cfg.Templates[name])
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		s.templates[name] = t
+	}
+
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// parseTemplate parses the three sources of t, with missing keys as
+// errors, and escapes the HTML body now, so that an escaping error is an
+// error of New and not of a delivery.
+func parseTemplate(name string, t Template) (*parsedTemplate, error) {
+	field := fmt.Sprintf("Config.Templates[%q]", name)
+	var errs []error
+	fail := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("mail: "+field+format, args...))
+	}
+
+	if name == "" {
+		fail(": a template's name is empty")
+	}
+	if t.Subject == "" {
+		fail(".Subject is empty")
+	}
+	if t.Text == "" && t.HTML == "" {
+		fail(" has neither Text nor HTML: at least one body is required")
+	}
+
+	p := &parsedTemplate{name: name}
+	var err error
+	if t.Subject != "" {
+		if p.subject, err = texttemplate.New(name).Option("missingkey=error").Parse(t.Subject); err != nil {
+			fail(".Subject: %v", err)
+		}
+	}
+	if t.Text != "" {
+		if p.text, err = texttemplate.New(name).Option("missingkey=error").Parse(t.Text); err != nil {
+			fail(".Text: %v", err)
+		}
+	}
+	if t.HTML != "" {
+		if p.html, err = htmltemplate.New(name).Option("missingkey=error").Parse(t.HTML); err != nil {
+			fail(".HTML: %v", err)
+		} else if err := p.html.Execute(io.Discard, map[string]any{}); err != nil {
+			// html/template escapes on the first execution, before it
+			// evaluates anything. Without functions of our own, this
+			// execution has no effect; it stops at the first value the
+			// empty data lacks, which is no error of the template's.
+			if _, ok := errors.AsType[*htmltemplate.Error](err); ok {
+				fail(".HTML: %v", err)
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// isLoopbackHost reports whether host names this machine: "localhost" or
+// a loopback IP address.
+func isLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,317 @@
+package mail
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"io"
+	"net"
+	"net/textproto"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// The reasons Deliver gives that are not a server's answer. Match them with
+// [errors.Is] on [delivery.Outcome.Reason].
+var (
+	// ErrInvalidRecipient: the request's recipient is not an email
+	// address. The reason never quotes it. Deliver answers Reject.
+	ErrInvalidRecipient = errors.New("mail: recipient is not an email address")
+
+	// ErrUnknownTemplate: the request names no template, or one that is not
+	// in Config.Templates. Deliver answers Reject, naming the template.
+	ErrUnknownTemplate = errors.New("mail: unknown template")
+
+	// ErrNoID: the request has the zero id, from which no stable Message-ID
+	// can be derived. Deliver answers Reject.
+	ErrNoID = errors.New("mail: request has no id")
+
+	// ErrHeaderTooLong: a header line of the message would be longer
+	// than SMTP allows (998 characters), such as a subject with a word that
+	// long. Deliver answers Reject.
+	ErrHeaderTooLong = errors.New("mail: header line longer than 998 characters")
+
+	// ErrNoStartTLS: Config.TLS is TLSRequired and the server does not
+	// offer STARTTLS. Deliver answers Retry: a server can be fixed, and a
+	// man in the middle can strip the offer.
+	ErrNoStartTLS = errors.New("mail: server does not offer STARTTLS, which Config.TLS requires")
+
+	// ErrCleartextAuth: the connection is neither TLS nor to a loopback
+	// address, so the credentials are not sent. Deliver answers Retry.
+	ErrCleartextAuth = errors.New("mail: refusing to send credentials over a connection that is neither TLS nor loopback")
+
+	// ErrNoAuthPlain: credentials are configured and the server does not
+	// offer AUTH PLAIN. Deliver answers Retry.
+	ErrNoAuthPlain = errors.New("mail: server does not offer AUTH PLAIN")
+)
+
+// TemplateError is the reason of a request whose template did not render:
+// Deliver answers Reject, before it connects to the server. Its text names
+// the template and the missing value, or the place in the template that
+// failed; never a value of the request.
+type TemplateError struct {
+	// Template is the template's name.
+	Template string
+	// Part is what failed to render: "subject", "text body" or "html body".
+	Part string
+	// Missing is the value the template refers to and the request does not
+	// carry, such as "name" or "user.name"; empty when the failure is
+	// another.
+	Missing string
+	// Location is where the template failed, such as
+	// `welcome:3:12 <index .items 5>`; empty when unknown.
+	Location string
+	// Err is the template package's error. Its text can quote values of the
+	// request: never print it on its own.
+	Err error
+}
+
+// Error says which template needs what, as in `mail: template "welcome"
+// needs "name", which the request does not carry`.
+func (e *TemplateError) Error() string {
+	if e.Missing != "" {
+		return "mail: template " + strconv.Quote(e.Template) + " needs " + strconv.Quote(e.Missing) +
+			", which the request does not carry"
+	}
+	msg := "mail: template " + strconv.Quote(e.Template) + " failed to render its " + e.Part
+	if e.Location != "" {
+		msg += " at " + e.Location
+	}
+	return msg
+}
+
+// Unwrap returns Err.
+func (e *TemplateError) Unwrap() error {
+	return e.Err
+}
+
+var (
+	// missingKeyPattern matches the error of a template executed with
+	// missingkey=error on a map that lacks the key.
+	missingKeyPattern = regexp.MustCompile(`no entry for key ("(?:[^"\\]|\\.)*")`)
+	// execLocationPattern matches the start of a text/template ExecError:
+	// the template's position and the node that failed, both from the
+	// template's source, not from the data.
+	execLocationPattern = regexp.MustCompile(`^template: (.*?:\d+:\d+): executing "(?:[^"\\]|\\.)*" at <(.*?)>: `)
+	// fieldChainPattern matches a node that is a chain of field names.
+	fieldChainPattern = regexp.MustCompile(`^\$?\.([A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)*)$`)
+)
+
+// newTemplateError describes err, which executing part of template name
+// returned.
+func newTemplateError(name, part string, err error) *TemplateError {
+	e := &TemplateError{Template: name, Part: part, Err: err}
+	var node string
+	if m := execLocationPattern.FindStringSubmatch(err.Error()); m != nil {
+		node = m[2]
+		e.Location = m[1] + " <" + node + ">"
+	}
+	if m := missingKeyPattern.FindStringSubmatch(err.Error()); m != nil {
+		if key, uerr := strconv.Unquote(m[1]); uerr == nil {
+			e.Missing = key
+			// ".user.name" says more than "name".
+			if c := fieldChainPattern.FindStringSubmatch(node); c != nil && (c[1] == key || strings.HasSuffix(c[1], "."+key)) {
+				e.Missing = c[1]
+			}
+		}
+	}
+	return e
+}
+
+// ReplyError is the reason of a send the server answered with a failure:
+// Deliver answers Retry for a 4xx code and Reject for a 5xx code.
+//
+// Its text is the command, the code and the enhanced status code, as in
+// "mail: server refused the recipient: 550 5.1.1". It never holds the
+// server's own text, which may quote the recipient.
+type ReplyError struct {
+	// Command is what the server answered: "greeting", "EHLO", "STARTTLS",
+	// "AUTH", "MAIL FROM", "RCPT TO" or "DATA".
+	Command string
+	// Code is the server's reply code, such as 550.
+	Code int
+	// EnhancedCode is the enhanced status code (RFC 3463) the reply began
+	// with, such as "5.1.1", or "" when it had none.
+	EnhancedCode string
+}
+
+// Error says what the server deferred or refused, with the codes.
+func (e *ReplyError) Error() string {
+	verb := "answered"
+	switch e.Code / 100 {
+	case 4:
+		verb = "deferred"
+	case 5:
+		verb = "refused"
+	}
+	var object string
+	switch e.Command {
+	case "greeting":
+		object = "the connection"
+	case "AUTH":
+		object = "the credentials"
+	case "MAIL FROM":
+		object = "the sender"
+	case "RCPT TO":
+		object = "the recipient"
+	case "DATA":
+		object = "the message"
+	default:
+		object = e.Command
+	}
+	msg := "mail: server " + verb + " " + object + ": " + strconv.Itoa(e.Code)
+	if e.EnhancedCode != "" {
+		msg += " " + e.EnhancedCode
+	}
+	return msg
+}
+
+// Temporary reports whether the server said to try again later: a 4xx
+// code.
+func (e *ReplyError) Temporary() bool {
+	return e.Code/100 == 4
+}
+
+// Permanent reports whether the server refused for good: a 5xx code.
+func (e *ReplyError) Permanent() bool {
+	return e.Code/100 == 5
+}
+
+// enhancedCodePattern matches an enhanced status code at the start of a
+// reply's text.
+var enhancedCodePattern = regexp.MustCompile(`^([245]\.\d{1,3}\.\d{1,3})(?:\s|$)`)
+
+// newReplyError keeps the codes of a server's reply to command and drops
+// its text.
+func newReplyError(command string, e *textproto.Error) *ReplyError {
+	r := &ReplyError{Command: command, Code: e.Code}
+	if m := enhancedCodePattern.FindStringSubmatch(e.Msg); m != nil {
+		r.EnhancedCode = m[1]
+	}
+	return r
+}
+
+// reasonError is a reason whose text is chosen to be safe to store and
+// log, and whose cause stays reachable for errors.Is and errors.As.
+type reasonError struct {
+	msg string
+	err error
+}
+
+func (e *reasonError) Error() string { return e.msg }
+
+func (e *reasonError) Unwrap() error { return e.err }
+
+// failure turns err, which step of an exchange returned, into a reason: a
+// *ReplyError for a server's answer, the context's cause when ctx ended,
+// and otherwise a description of the network failure without addresses.
+func failure(ctx context.Context, step string, err error) error {
+	if te, ok := errors.AsType[*textproto.Error](err); ok {
+		return newReplyError(step, te)
+	}
+	if _, ok := ctx.Deadline(); ok && errors.Is(err, os.ErrDeadlineExceeded) {
+		// Every deadline of the connection is the context's: it ends
+		// within moments, and its cause says more than "i/o timeout".
+		<-ctx.Done()
+	}
+	if ctx.Err() != nil {
+		cause := context.Cause(ctx)
+		what := "cancelled"
+		if errors.Is(cause, context.DeadlineExceeded) {
+			what = "timed out after the delivery's deadline"
+			if te, ok := errors.AsType[*timeoutError](cause); ok {
+				what = "timed out after Config.Timeout (" + te.timeout + ")"
+			}
+		}
+		return &reasonError{msg: "mail: " + step + ": " + what, err: cause}
+	}
+	var tperr textproto.ProtocolError
+	if errors.As(err, &tperr) {
+		return &reasonError{msg: "mail: " + step + ": malformed reply from the server", err: err}
+	}
+	return &reasonError{msg: "mail: " + step + ": " + describe(err), err: err}
+}
+
+// timeoutError is the cause of a context that Config.Timeout ended.
+type timeoutError struct {
+	timeout string
+}
+
+func (e *timeoutError) Error() string {
+	return "mail: exchange took longer than Config.Timeout (" + e.timeout + ")"
+}
+
+func (e *timeoutError) Unwrap() error { return context.DeadlineExceeded }
+
+// describe says what err is, from a fixed vocabulary: the network
+// operation and the kind of failure, never an address or a host name.
+func describe(err error) string {
+	if dnsErr, ok := errors.AsType[*net.DNSError](err); ok {
+		switch {
+		case dnsErr.IsNotFound:
+			return "dns lookup: no such host"
+		case dnsErr.IsTimeout:
+			return "dns lookup: timeout"
+		default:
+			return "dns lookup: failed"
+		}
+	}
+	if isCertificate(err) {
+		return "tls handshake: certificate not trusted"
+	}
+	if _, ok := errors.AsType[tls.RecordHeaderError](err); ok {
+		return "tls handshake: server does not speak tls"
+	}
+	if _, ok := errors.AsType[tls.AlertError](err); ok {
+		return "tls handshake: server sent an alert"
+	}
+
+	op := "exchange"
+	if opErr, ok := errors.AsType[*net.OpError](err); ok && opErr.Op != "" {
+		op = opErr.Op // "dial", "read", "write", ...: a fixed set
+	}
+	kind := "failed"
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		kind = "connection refused"
+	case errors.Is(err, syscall.ECONNRESET):
+		kind = "connection reset"
+	case errors.Is(err, syscall.EPIPE):
+		kind = "broken pipe"
+	case errors.Is(err, syscall.EHOSTUNREACH):
+		kind = "host unreachable"
+	case errors.Is(err, syscall.ENETUNREACH):
+		kind = "network unreachable"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		kind = "connection closed by the server"
+	case isTimeout(err):
+		kind = "timeout"
+	}
+	return op + ": " + kind
+}
+
+func isCertificate(err error) bool {
+	if _, ok := errors.AsType[*tls.CertificateVerificationError](err); ok {
+		return true
+	}
+	if _, ok := errors.AsType[x509.UnknownAuthorityError](err); ok {
+		return true
+	}
+	if _, ok := errors.AsType[x509.HostnameError](err); ok {
+		return true
+	}
+	_, ok := errors.AsType[x509.CertificateInvalidError](err)
+	return ok
+}
+
+func isTimeout(err error) bool {
+	if errors.Is(err, syscall.ETIMEDOUT) {
+		return true
+	}
+	netErr, ok := errors.AsType[net.Error](err)
+	return ok && netErr.Timeout()
+}

@@ -1,0 +1,113 @@
+package mail
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/mail"
+	"regexp"
+	"time"
+
+	"github.com/tidings-go/tidings/delivery"
+)
+
+// Delivery sends a request as an email through one SMTP server: a
+// [delivery.Delivery] for the channel that carries email addresses.
+//
+// A Delivery is immutable and safe for concurrent use: every Deliver
+// renders its own message and opens, and closes, its own connection. It
+// holds no resources between calls, so there is nothing to close.
+type Delivery struct {
+	s *settings
+}
+
+var _ delivery.Delivery = (*Delivery)(nil)
+
+// New returns a Delivery for cfg, which it validates: Addr, From, the
+// credentials, TLS, Hostname, IdempotencyHeader and Timeout, and every
+// template, which it parses once. The error joins every problem found,
+// each naming its field. New neither connects to the server nor starts a
+// goroutine.
+func New(cfg *Config) (*Delivery, error) {
+	s, err := cfg.validate()
+	if err != nil {
+		return nil, err
+	}
+	return &Delivery{s: s}, nil
+}
+
+// Deliver renders the template p names with p.Data, and sends the message
+// to p.Recipient. It answers:
+//
+//   - [delivery.DeliveredWithReference] when the server accepted the
+//     message, with the queue id of the server's last reply when it named
+//     one ("queued as ..."), and the Message-ID otherwise;
+//   - [delivery.Reject] without connecting when the request cannot become a
+//     message: p.Recipient is not an email address ([ErrInvalidRecipient]),
+//     the template is unknown ([ErrUnknownTemplate]) or needs a value p.Data
+//     does not carry ([*TemplateError]);
+//   - [delivery.Reject] with a [*ReplyError] when the server answered 5xx;
+//   - [delivery.Retry] when it answered 4xx (a [*ReplyError]), when the
+//     connection failed or timed out, when ctx ended, or when the server
+//     lacks what the Config requires ([ErrNoStartTLS], [ErrCleartextAuth],
+//     [ErrNoAuthPlain]).
+//
+// The exchange ends at ctx's deadline or after Config.Timeout, whichever
+// comes first.
+func (d *Delivery) Deliver(ctx context.Context, p delivery.Pending) delivery.Outcome {
+	if p.ID == ([16]byte{}) {
+		return delivery.Reject(ErrNoID)
+	}
+	to, err := mail.ParseAddress(p.Recipient)
+	if err != nil {
+		return delivery.Reject(ErrInvalidRecipient)
+	}
+	t, err := d.template(p.Template)
+	if err != nil {
+		return delivery.Reject(err)
+	}
+	r, err := t.render(p.Data)
+	if err != nil {
+		return delivery.Reject(err)
+	}
+	msg, err := d.s.compose(p, to, r, time.Now())
+	if err != nil {
+		return delivery.Reject(err)
+	}
+
+	reply, err := d.s.send(ctx, to.Address, msg)
+	if err != nil {
+		if re, ok := errors.AsType[*ReplyError](err); ok && re.Permanent() {
+			return delivery.Reject(err)
+		}
+		return delivery.Retry(err)
+	}
+	if id := queueID(reply); id != "" {
+		return delivery.DeliveredWithReference(id)
+	}
+	return delivery.DeliveredWithReference(d.s.messageID(p))
+}
+
+// template returns the template called name.
+func (d *Delivery) template(name string) (*parsedTemplate, error) {
+	if name == "" {
+		return nil, fmt.Errorf("%w: the request names none", ErrUnknownTemplate)
+	}
+	t, ok := d.s.templates[name]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q is not in Config.Templates", ErrUnknownTemplate, name)
+	}
+	return t, nil
+}
+
+// queueIDPattern finds the queue id in a server's reply to the end of
+// DATA: Postfix and most others say "queued as ID", Exim says "id=ID".
+var queueIDPattern = regexp.MustCompile(`(?i)(?:\bqueued as|\bid=)\s*<?([A-Za-z0-9][A-Za-z0-9._:-]{0,99})`)
+
+// queueID returns the queue id in reply, or "" when it names none.
+func queueID(reply string) string {
+	if m := queueIDPattern.FindStringSubmatch(reply); m != nil {
+		return m[1]
+	}
+	return ""
+}

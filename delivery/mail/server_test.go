@@ -1,0 +1,370 @@
+package mail_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"io"
+	"log"
+	"math/big"
+	"net"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/emersion/go-sasl"
+	"github.com/emersion/go-smtp"
+	"github.com/stretchr/testify/require"
+)
+
+// The phases at which a testServer can be told to fail or stall.
+const (
+	phaseEHLO = "EHLO"
+	phaseMail = "MAIL"
+	phaseRcpt = "RCPT"
+	phaseData = "DATA"
+)
+
+// received is one message that reached a testServer's DATA.
+type received struct {
+	From     string   // the envelope sender
+	To       []string // the envelope recipients
+	Data     []byte   // the message, as the client sent it after DATA
+	TLS      bool     // whether the connection was TLS
+	Username string   // who authenticated, "" when nobody did
+	Accepted bool     // whether the server answered 250
+}
+
+// serverOptions configures a testServer.
+type serverOptions struct {
+	// listen is where to listen: "127.0.0.1:0" when empty.
+	listen string
+	// username and password, when set, are required: the server offers
+	// AUTH PLAIN and refuses MAIL before it.
+	username, password string
+	// startTLS makes the server offer STARTTLS with testCertificate.
+	startTLS bool
+	// implicitTLS makes the server speak TLS from the first byte.
+	implicitTLS bool
+	// dataReply is the text of the server's 250 after DATA; empty means
+	// go-smtp's "OK: queued".
+	dataReply string
+}
+
+// testServer is a real SMTP server (emersion/go-smtp) on a loopback port
+// that records every message, and that can be told to fail or stall at a
+// phase. It stops when the test ends.
+type testServer struct {
+	opts serverOptions
+	addr string
+	lis  *recordingListener
+
+	// stall is closed when the test ends: a stalled phase waits for it.
+	stall chan struct{}
+	// stalled receives a value each time a phase starts stalling.
+	stalled chan string
+
+	mu         sync.Mutex
+	messages   []received
+	failPhase  string
+	failErr    *smtp.SMTPError
+	stallPhase string
+}
+
+// startServer starts a testServer for t.
+func startServer(t *testing.T, opts serverOptions) *testServer {
+	t.Helper()
+	if opts.listen == "" {
+		opts.listen = "127.0.0.1:0"
+	}
+	inner, err := net.Listen("tcp", opts.listen)
+	require.NoError(t, err)
+	lis := &recordingListener{Listener: inner, changed: make(chan struct{})}
+
+	srv := &testServer{
+		opts:    opts,
+		addr:    inner.Addr().String(),
+		lis:     lis,
+		stall:   make(chan struct{}),
+		stalled: make(chan string, 16),
+	}
+	s := smtp.NewServer(smtp.BackendFunc(srv.newSession))
+	s.Domain = "mx.test"
+	s.AllowInsecureAuth = true // on loopback, as the client allows
+	s.ErrorLog = log.New(io.Discard, "", 0)
+	s.ReadTimeout = 10 * time.Second // a safety net, never reached by a passing test
+	s.WriteTimeout = 10 * time.Second
+	if opts.startTLS || opts.implicitTLS {
+		s.TLSConfig = &tls.Config{Certificates: []tls.Certificate{testCertificate().cert}}
+	}
+	var l net.Listener = lis
+	if opts.implicitTLS {
+		l = tls.NewListener(lis, s.TLSConfig)
+	}
+
+	serveDone := make(chan struct{})
+	go func() {
+		defer close(serveDone)
+		_ = s.Serve(l)
+	}()
+	t.Cleanup(func() {
+		close(srv.stall)
+		// Shutdown waits for every connection's goroutine; Close is the
+		// fallback should a client never hang up.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := s.Shutdown(ctx); err != nil {
+			_ = s.Close()
+		}
+		// Shutdown closes only the listeners Serve registered: Serve may
+		// not have started yet.
+		_ = lis.Close()
+		<-serveDone
+	})
+	return srv
+}
+
+// failAt makes the server answer every later command of phase with code,
+// enhanced and text.
+func (s *testServer) failAt(phase string, code int, enhanced smtp.EnhancedCode, text string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failPhase = phase
+	s.failErr = &smtp.SMTPError{Code: code, EnhancedCode: enhanced, Message: text}
+}
+
+// stallAt makes the server stall at phase until the test ends, sending
+// the phase to s.stalled when it starts.
+func (s *testServer) stallAt(phase string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stallPhase = phase
+}
+
+// at is called when a session reaches phase: it stalls or fails as told.
+func (s *testServer) at(phase string) error {
+	s.mu.Lock()
+	stall := s.stallPhase == phase
+	var err error
+	if s.failPhase == phase {
+		err = s.failErr
+	}
+	s.mu.Unlock()
+	if stall {
+		select {
+		case s.stalled <- phase:
+		default:
+		}
+		<-s.stall
+		return &smtp.SMTPError{Code: 421, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "Shutting down"}
+	}
+	return err
+}
+
+// received returns the messages that reached DATA so far.
+func (s *testServer) received() []received {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.messages)
+}
+
+// accepted returns the messages the server answered 250 to.
+func (s *testServer) accepted() []received {
+	var out []received
+	for _, m := range s.received() {
+		if m.Accepted {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// connections returns how many connections the server accepted, other
+// than its own probe. It dials a probe and waits until the server accepted
+// it: connections are accepted in order, so any connection a client made
+// before is counted.
+func (s *testServer) connections(t *testing.T) int {
+	t.Helper()
+	var d net.Dialer
+	probe, err := d.DialContext(t.Context(), "tcp", s.addr)
+	require.NoError(t, err)
+	defer func() { _ = probe.Close() }()
+	n, err := s.lis.waitFor(t.Context(), probe.LocalAddr().String())
+	require.NoError(t, err)
+	return n - 1
+}
+
+func (s *testServer) newSession(c *smtp.Conn) (smtp.Session, error) {
+	if err := s.at(phaseEHLO); err != nil {
+		return nil, err
+	}
+	_, isTLS := c.TLSConnectionState()
+	return &session{srv: s, tls: isTLS}, nil
+}
+
+// session is one SMTP session of a testServer.
+type session struct {
+	srv      *testServer
+	tls      bool
+	username string
+	from     string
+	to       []string
+}
+
+var _ smtp.AuthSession = (*session)(nil)
+
+func (s *session) AuthMechanisms() []string {
+	if s.srv.opts.username == "" {
+		return nil
+	}
+	return []string{sasl.Plain}
+}
+
+func (s *session) Auth(mech string) (sasl.Server, error) {
+	if mech != sasl.Plain || s.srv.opts.username == "" {
+		return nil, smtp.ErrAuthUnknownMechanism
+	}
+	return sasl.NewPlainServer(func(_, username, password string) error {
+		if username != s.srv.opts.username || password != s.srv.opts.password {
+			return smtp.ErrAuthFailed
+		}
+		s.username = username
+		return nil
+	}), nil
+}
+
+func (s *session) Mail(from string, _ *smtp.MailOptions) error {
+	if s.srv.opts.username != "" && s.username == "" {
+		return smtp.ErrAuthRequired
+	}
+	if err := s.srv.at(phaseMail); err != nil {
+		return err
+	}
+	s.from = from
+	return nil
+}
+
+func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
+	if err := s.srv.at(phaseRcpt); err != nil {
+		return err
+	}
+	s.to = append(s.to, to)
+	return nil
+}
+
+func (s *session) Data(r io.Reader) error {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
+	err = s.srv.at(phaseData)
+	if err == nil && s.srv.opts.dataReply != "" {
+		err = &smtp.SMTPError{Code: 250, EnhancedCode: smtp.EnhancedCode{2, 0, 0}, Message: s.srv.opts.dataReply}
+	}
+	var serr *smtp.SMTPError
+	accepted := err == nil || errors.As(err, &serr) && serr.Code == 250
+	s.srv.mu.Lock()
+	s.srv.messages = append(s.srv.messages, received{
+		From: s.from, To: slices.Clone(s.to), Data: data, TLS: s.tls, Username: s.username, Accepted: accepted,
+	})
+	s.srv.mu.Unlock()
+	return err
+}
+
+func (s *session) Reset() {
+	s.from, s.to = "", nil
+}
+
+func (s *session) Logout() error {
+	return nil
+}
+
+// recordingListener records the remote address of every connection it
+// accepts.
+type recordingListener struct {
+	net.Listener
+
+	mu      sync.Mutex
+	remotes []string
+	changed chan struct{} // closed and replaced on every accept
+}
+
+func (l *recordingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	l.remotes = append(l.remotes, c.RemoteAddr().String())
+	close(l.changed)
+	l.changed = make(chan struct{})
+	l.mu.Unlock()
+	return c, nil
+}
+
+// waitFor waits until the listener accepted a connection from remote, and
+// returns how many it had accepted then.
+func (l *recordingListener) waitFor(ctx context.Context, remote string) (int, error) {
+	for {
+		l.mu.Lock()
+		if slices.Contains(l.remotes, remote) {
+			n := len(l.remotes)
+			l.mu.Unlock()
+			return n, nil
+		}
+		changed := l.changed
+		l.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+}
+
+// certificate is a self-signed certificate for 127.0.0.1, and a pool that
+// trusts it.
+type certificate struct {
+	cert tls.Certificate
+	pool *x509.CertPool
+}
+
+// testCertificate returns the test binary's one certificate.
+var testCertificate = sync.OnceValue(func() certificate {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		panic(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "mx.test"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+		DNSNames:              []string{"localhost"},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		panic(err)
+	}
+	parsed, err := x509.ParseCertificate(der)
+	if err != nil {
+		panic(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(parsed)
+	return certificate{
+		cert: tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: parsed},
+		pool: pool,
+	}
+})
