@@ -6,4 +6,4 @@ cd "$(dirname "$0")/.."
 if [ -z "${DATABASE_URL:-}" ]; then
   scripts/ensure-postgres.sh
 fi
-exec go run ./examples/quickstart
+exec go run ./examples/bookings/demo

@@ -1,0 +1,252 @@
+package service
+
+import (
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/tidings-go/tidings/notification"
+	"github.com/tidings-go/tidings/relay"
+)
+
+func (s *Service) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /users", s.createUser)
+	mux.HandleFunc("PUT /users/{id}/phone", s.setPhone)
+	mux.HandleFunc("GET /users/{id}/notifications", s.listNotifications)
+	mux.HandleFunc("POST /bookings", s.createBooking)
+	mux.HandleFunc("POST /bookings/{id}/confirm", s.confirmBooking)
+	mux.HandleFunc("GET /notifications/{id}", s.notificationStatus)
+	mux.HandleFunc("GET /admin/dead", s.listDead)
+	mux.HandleFunc("POST /admin/dead/{id}/reemit", s.reemit)
+	return mux
+}
+
+// User is a driver or a host.
+type User struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Email     string `json:"email"`
+	Phone     string `json:"phone"`
+	PushToken string `json:"push_token"`
+}
+
+func (s *Service) createUser(w http.ResponseWriter, r *http.Request) {
+	var u User
+	if !decode(w, r, &u) {
+		return
+	}
+	_, err := s.db.ExecContext(r.Context(), `INSERT INTO bookings.users (id, name, email, phone, push_token)
+		VALUES ($1, $2, $3, $4, $5)`, u.ID, u.Name, u.Email, u.Phone, u.PushToken)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	reply(w, http.StatusCreated, map[string]string{"id": u.ID})
+}
+
+func (s *Service) setPhone(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Phone string `json:"phone"`
+	}
+	if !decode(w, r, &body) {
+		return
+	}
+	res, err := s.db.ExecContext(r.Context(), `UPDATE bookings.users SET phone = $2 WHERE id = $1`, r.PathValue("id"), body.Phone)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		http.Error(w, "no such user", http.StatusNotFound)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// Booking is a request for a parking place.
+type Booking struct {
+	ID       int64     `json:"id"`
+	DriverID string    `json:"driver_id"`
+	HostID   string    `json:"host_id"`
+	Place    string    `json:"place"`
+	StartsAt time.Time `json:"starts_at"`
+	Status   string    `json:"status"`
+}
+
+func (s *Service) createBooking(w http.ResponseWriter, r *http.Request) {
+	var b Booking
+	if !decode(w, r, &b) {
+		return
+	}
+	err := s.db.QueryRowContext(r.Context(), `INSERT INTO bookings.bookings (driver_id, host_id, place, starts_at)
+		VALUES ($1, $2, $3, $4) RETURNING id, status`, b.DriverID, b.HostID, b.Place, b.StartsAt).Scan(&b.ID, &b.Status)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	reply(w, http.StatusCreated, b)
+}
+
+// confirmBooking is the write that causes the notifications: the booking's
+// new status and its notifications commit together, or not at all, and the
+// response does not wait for any provider.
+func (s *Service) confirmBooking(w http.ResponseWriter, r *http.Request) {
+	ctx := relay.WithCorrelationID(r.Context(), "booking-"+r.PathValue("id"))
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil {
+		http.Error(w, "booking id must be a number", http.StatusBadRequest)
+		return
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	defer func() { _ = tx.Rollback() }()
+
+	var b Booking
+	var driver, host User
+	err = tx.QueryRowContext(ctx, `UPDATE bookings.bookings b SET status = 'confirmed'
+		FROM bookings.users d, bookings.users h
+		WHERE b.id = $1 AND b.status = 'requested' AND d.id = b.driver_id AND h.id = b.host_id
+		RETURNING b.id, b.place, b.starts_at, d.id, d.name, d.email, d.push_token, h.id, h.name, h.email`, id).
+		Scan(&b.ID, &b.Place, &b.StartsAt, &driver.ID, &driver.Name, &driver.Email, &driver.PushToken,
+			&host.ID, &host.Name, &host.Email)
+	if errors.Is(err, sql.ErrNoRows) {
+		http.Error(w, "no requested booking with that id", http.StatusConflict)
+		return
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	ids, err := notification.StageBatch(ctx, tx, Module, confirmations(b, driver, host))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := tx.Commit(); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.log.InfoContext(ctx, "booking confirmed", "booking_id", b.ID, "notifications", len(ids))
+	reply(w, http.StatusOK, map[string]any{"id": b.ID, "status": "confirmed", "notifications": ids})
+}
+
+// confirmations fans one confirmed booking out into one request per
+// recipient and channel.
+func confirmations(b Booking, driver, host User) []notification.Request {
+	data := func(u User) map[string]any {
+		return map[string]any{"booking_id": b.ID, "place": b.Place, "starts_at": b.StartsAt.Format(time.RFC1123), "name": u.Name}
+	}
+	return []notification.Request{
+		{Channel: "mail", Recipient: driver.Email, Template: "booking_confirmed", Data: data(driver)},
+		{Channel: "push", Recipient: driver.PushToken, Template: "booking_confirmed", Data: data(driver)},
+		{Channel: "sms", Recipient: driver.ID, Template: "booking_confirmed", Data: data(driver)},
+		{Channel: "inapp", Recipient: driver.ID, Template: "booking_confirmed", Data: data(driver)},
+		{Channel: "mail", Recipient: host.Email, Template: "booking_confirmed_host", Data: data(host)},
+		{Channel: "inapp", Recipient: host.ID, Template: "booking_confirmed_host", Data: data(host)},
+	}
+}
+
+func (s *Service) listNotifications(w http.ResponseWriter, r *http.Request) {
+	list, err := s.inapp.List(r.Context(), r.PathValue("id"), nil)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	reply(w, http.StatusOK, list)
+}
+
+func (s *Service) notificationStatus(w http.ResponseWriter, r *http.Request) {
+	id, ok := parseID(w, r)
+	if !ok {
+		return
+	}
+	st, err := s.disp.Status(r.Context(), id)
+	if errors.Is(err, relay.ErrNotFound) {
+		http.Error(w, "no such notification", http.StatusNotFound)
+		return
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	reply(w, http.StatusOK, st)
+}
+
+func (s *Service) listDead(w http.ResponseWriter, r *http.Request) {
+	dead, err := s.ob.ListDead(r.Context(), s.db, &relay.DeadFilter{Module: Module})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	type deadJSON struct {
+		ID       uuid.UUID `json:"id"`
+		Kind     string    `json:"kind"`
+		FailedAt time.Time `json:"failed_at"`
+		Attempts int       `json:"attempts"`
+		Reason   string    `json:"reason"`
+	}
+	out := make([]deadJSON, len(dead)) // no payload: it holds recipients
+	for i, d := range dead {
+		out[i] = deadJSON{d.ID, d.Kind, d.FailedAt, d.Attempts, d.Reason}
+	}
+	reply(w, http.StatusOK, out)
+}
+
+func (s *Service) reemit(w http.ResponseWriter, r *http.Request) {
+	id, ok := parseID(w, r)
+	if !ok {
+		return
+	}
+	n, err := s.ob.Reemit(r.Context(), s.db, &relay.DeadFilter{Module: Module, IDs: []uuid.UUID{id}})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if n == 0 {
+		http.Error(w, "no dead notification with that id", http.StatusNotFound)
+		return
+	}
+	reply(w, http.StatusAccepted, map[string]any{"reemitted": n})
+}
+
+func parseID(w http.ResponseWriter, r *http.Request) (uuid.UUID, bool) {
+	id, err := uuid.Parse(r.PathValue("id"))
+	if err != nil {
+		http.Error(w, "id must be a UUID", http.StatusBadRequest)
+		return uuid.Nil, false
+	}
+	return id, true
+}
+
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		http.Error(w, fmt.Sprintf("bad request body: %v", err), http.StatusBadRequest)
+		return false
+	}
+	return true
+}
+
+func reply(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// fail answers 500 and logs the error (never the request body: it holds
+// personal data).
+func (s *Service) fail(w http.ResponseWriter, r *http.Request, err error) {
+	s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	http.Error(w, "internal error", http.StatusInternalServerError)
+}

@@ -1,0 +1,75 @@
+// Command bookings is the example service main: a booking API whose
+// confirmations notify the driver and the host by mail, push, SMS and
+// in-app, through tidings. It runs until SIGTERM or Ctrl-C, then finishes
+// its requests and deliveries.
+//
+// Configuration comes from the environment:
+//
+//	DATABASE_URL      PostgreSQL (required)
+//	ADDR              HTTP listen address (default :8080)
+//	SMTP_ADDR         SMTP server host:port (required)
+//	MAIL_FROM         sender address (required)
+//	EXPO_URL          Expo push API base URL (default https://exp.host)
+//	EXPO_TOKEN        Expo access token (optional)
+//	TWILIO_URL        Twilio API base URL (default https://api.twilio.com)
+//	TWILIO_SID, TWILIO_TOKEN, TWILIO_FROM   Twilio account and sender
+//
+// examples/bookings/demo runs it on this machine with local stand-ins for
+// the database and every provider.
+package main
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+
+	_ "github.com/lib/pq"
+
+	"github.com/tidings-go/tidings/examples/bookings/internal/service"
+)
+
+func main() {
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, logger); err != nil {
+		logger.Error("bookings failed", "err", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, logger *slog.Logger) error {
+	dsn := os.Getenv("DATABASE_URL")
+	if dsn == "" {
+		return fmt.Errorf("DATABASE_URL is not set")
+	}
+	db, err := sql.Open("postgres", dsn)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	channels, err := service.Providers{
+		SMTPAddr:        os.Getenv("SMTP_ADDR"),
+		MailFrom:        os.Getenv("MAIL_FROM"),
+		PushURL:         os.Getenv("EXPO_URL"),
+		PushAccessToken: os.Getenv("EXPO_TOKEN"),
+		SMSURL:          os.Getenv("TWILIO_URL"),
+		SMSAccountSID:   os.Getenv("TWILIO_SID"),
+		SMSAuthToken:    os.Getenv("TWILIO_TOKEN"),
+		SMSFrom:         os.Getenv("TWILIO_FROM"),
+	}.Channels()
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cmp.Or(os.Getenv("ADDR"), ":8080"))
+	if err != nil {
+		return err
+	}
+	return service.Run(ctx, service.Config{DB: db, DSN: dsn, Channels: channels, Logger: logger}, ln)
+}
