@@ -76,8 +76,10 @@ func TestSuiteCatchesFaults(t *testing.T) {
 		{
 			name:  "KeyPerAttempt",
 			fault: keyPerAttempt,
-			check: func(tb *recorder, s deliverytest.Subject) { deliverytest.SameIDSameKey(tb, s) },
-			want:  []string{"the same request went out under two idempotency keys"},
+			check: func(tb *recorder, s deliverytest.Subject) {
+				deliverytest.SameIDSameKey(tb, deliverytest.Features{Remote: true}, s)
+			},
+			want: []string{"the same request went out under two idempotency keys"},
 		},
 		{
 			name:  "NamedRecipient",

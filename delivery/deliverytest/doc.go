@@ -15,7 +15,8 @@
 //   - Delivers: a valid request is Delivered, and the provider received
 //     exactly one key, which contains Pending.ID.
 //   - SameIDSameKey: the same request delivered twice is Delivered twice
-//     under two equal keys, so a provider that dedups drops the second.
+//     under two equal keys, so a provider that dedups drops the second (a
+//     module that Dedups itself leaves one key).
 //   - CancelledContextIsRetry: a cancelled context is a Retry, never
 //     Delivered or Reject; a remote module sends nothing.
 //   - TimeoutIsRetry (remote): against a provider that hangs, Deliver
