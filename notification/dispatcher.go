@@ -202,17 +202,17 @@ var claimTx = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 func (d *Dispatcher) once(ctx context.Context, dl delivery.Delivery, p delivery.Pending) relay.Result {
 	tx, err := d.db.BeginTx(ctx, claimTx)
 	if err != nil {
-		return d.retry(ctx, p, delivery.Retry(fmt.Errorf("begin the claim's transaction: %w", err)))
+		return d.unsure(ctx, p, fmt.Errorf("begin the claim's transaction: %w", err))
 	}
 	defer func() { _ = tx.Rollback() }()
 	first, err := d.inbox.Once(ctx, tx, d.cfg.Consumer, p.ID)
 	if err != nil {
-		return d.retry(ctx, p, delivery.Retry(err))
+		return d.unsure(ctx, p, err)
 	}
 	if !first {
 		// A committed claim: delivered before; its settle was lost.
 		if err := tx.Commit(); err != nil {
-			return d.retry(ctx, p, delivery.Retry(fmt.Errorf("commit: %w", err)))
+			return d.unsure(ctx, p, fmt.Errorf("commit: %w", err))
 		}
 		d.log.DebugContext(ctx, "already delivered", "outbox_id", p.ID)
 		return relay.Done()
@@ -222,9 +222,10 @@ func (d *Dispatcher) once(ctx context.Context, dl delivery.Delivery, p delivery.
 	switch out.Kind() {
 	case delivery.KindDelivered:
 		if err := tx.Commit(); err != nil {
-			// The provider has the message; the next attempt gives it
-			// the same idempotency key.
-			return d.retry(ctx, p, delivery.Retry(fmt.Errorf("delivered, but the claim's commit failed: %w", err)))
+			// The provider has the message and the claim may or may not
+			// have committed: the next hand finds out, and gives the
+			// provider the same idempotency key if it delivers again.
+			return d.unsure(ctx, p, fmt.Errorf("delivered, but the claim's commit failed: %w", err))
 		}
 		d.tel.outcome(ctx, p.Channel, outcomeDelivered)
 		return relay.DoneWith(out.Reference())
@@ -247,6 +248,15 @@ func (d *Dispatcher) retry(ctx context.Context, p delivery.Pending, out delivery
 	}
 	d.tel.outcome(ctx, p.Channel, outcomeRetried)
 	return relay.Retry(max(d.cfg.Policy.Delay(p.Attempt), out.After()), out.Reason())
+}
+
+// unsure answers for a failure of the claim's own transaction, which is no
+// fault of the delivery: the request is offered again without counting an
+// attempt, so a database outage never exhausts it or makes it dead.
+func (d *Dispatcher) unsure(ctx context.Context, p delivery.Pending, err error) relay.Result {
+	d.tel.outcome(ctx, p.Channel, outcomeRetried)
+	d.log.WarnContext(ctx, "claim's transaction failed; offering the request again", "outbox_id", p.ID, "err", err)
+	return relay.Unsure(d.cfg.Policy.Delay(p.Attempt), err)
 }
 
 // deliver calls the delivery with the timeout, turning a panic or an

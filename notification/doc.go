@@ -20,7 +20,11 @@
 //     dead with a reason that says so; re-emit it (relay.Outbox.Reemit)
 //     once the cause is fixed;
 //   - a delivery that panics or overruns DeliveryTimeout is a Retry with
-//     that reason.
+//     that reason;
+//   - a failure of the claim's own transaction (the database went away, a
+//     commit lost its answer) is no fault of the delivery: the request is
+//     offered again without counting an attempt (relay.Unsure), so it can
+//     never be dead because of it.
 //
 // No database can make a provider's send atomic with a commit: a crash
 // after the provider accepted a message and before the commit delivers it

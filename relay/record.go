@@ -85,10 +85,11 @@ const (
 	outcomeRetry
 	outcomeDead
 	outcomeRelease // never handed: give the lease back
+	outcomeUnsure  // the effect may or may not have happened
 )
 
 func (o outcome) String() string {
-	return [...]string{"invalid", "done", "retry", "dead", "release"}[o]
+	return [...]string{"invalid", "done", "retry", "dead", "release", "unsure"}[o]
 }
 
 // Result is a sink's answer for one record. Build it with Done, DoneWith,
@@ -112,6 +113,16 @@ func DoneWith(result string) Result { return Result{outcome: outcomeDone, text: 
 // delay is zero.
 func Retry(delay time.Duration, reason error) Result {
 	return Result{outcome: outcomeRetry, delay: max(delay, 0), text: reasonText(reason)}
+}
+
+// Unsure leaves the record pending until delay has passed, keeping reason
+// as its last error, without counting an attempt: the sink cannot tell
+// whether its effect happened, as when the commit of a delivered request
+// lost its answer. Such a record is handed again (the sink's idempotency
+// decides) and never exhausts a retry budget for it; MaxHands still bounds
+// a record that is unsure every time.
+func Unsure(delay time.Duration, reason error) Result {
+	return Result{outcome: outcomeUnsure, delay: max(delay, 0), text: reasonText(reason)}
 }
 
 // Dead settles the record as dead with reason, to be listed and re-emitted
@@ -139,6 +150,8 @@ func (r Result) String() string {
 		return "done"
 	case outcomeRetry:
 		return fmt.Sprintf("retry in %s: %s", r.delay, r.text)
+	case outcomeUnsure:
+		return fmt.Sprintf("unsure, again in %s: %s", r.delay, r.text)
 	case outcomeDead:
 		return "dead: " + r.text
 	}

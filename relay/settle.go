@@ -44,7 +44,7 @@ func (s *supervisor) flush(ctx context.Context, batch []settlement) {
 	for i, st := range batch {
 		ids[i], hands[i], outcomes[i] = st.id.String(), int64(st.hand), st.res.outcome.String()
 		delays[i], texts[i] = st.res.delay.Seconds(), st.res.text
-		wakeAgain = wakeAgain || st.res.outcome == outcomeRetry || st.res.outcome == outcomeRelease
+		wakeAgain = wakeAgain || st.res.outcome == outcomeRetry || st.res.outcome == outcomeRelease || st.res.outcome == outcomeUnsure
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Lease)
 	defer cancel()

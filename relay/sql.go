@@ -80,16 +80,20 @@ func newQueries(schema string) queries {
 				failed_at = CASE WHEN r.outcome = 'dead' THEN now() END,
 				failure_reason = CASE WHEN r.outcome = 'dead' THEN r.text END,
 				attempts = o.attempts + CASE WHEN r.outcome IN ('retry', 'dead') THEN 1 ELSE 0 END,
-				last_error = CASE WHEN r.outcome IN ('retry', 'dead') THEN r.text ELSE o.last_error END,
+				last_error = CASE WHEN r.outcome IN ('retry', 'dead', 'unsure') THEN r.text ELSE o.last_error END,
 				hands = o.hands - CASE WHEN r.outcome = 'release' THEN 1 ELSE 0 END,
 				available_at = CASE r.outcome
 					WHEN 'retry' THEN now() + make_interval(secs => r.delay)
+					WHEN 'unsure' THEN now() + make_interval(secs => r.delay)
 					WHEN 'release' THEN now()
 					ELSE o.available_at END
 			FROM unnest($1::uuid[], $2::int[], $3::text[], $4::float8[], $5::text[]) AS r(id, hands, outcome, delay, text)
 			WHERE o.id = r.id AND o.hands = r.hands AND o.{pending}`),
 
-		ping: r.Replace(`SELECT 1 FROM {t} LIMIT 0`),
+		// Start-up check, one round trip: the table is readable, and the
+		// session's idle_in_transaction_session_timeout (ms; 0 is none).
+		ping: r.Replace(`SELECT setting::bigint FROM pg_settings
+			WHERE name = 'idle_in_transaction_session_timeout' AND NOT EXISTS (SELECT 1 FROM {t} WHERE false)`),
 
 		listDead: r.Replace(`SELECT id, module, kind, payload, correlation_id, causation_id,
 				created_at, failed_at, failure_reason, attempts, hands

@@ -106,8 +106,13 @@ func newSupervisor(db *sql.DB, cfg Config, sink Sink) (*supervisor, error) {
 
 func (s *supervisor) run(ctx context.Context) error {
 	// Fail fast, with one round trip, on a missing table or a bad pool.
-	if _, err := s.db.ExecContext(ctx, s.ob.q.ping); err != nil {
+	var idleTxTimeout int64
+	if err := s.db.QueryRowContext(ctx, s.ob.q.ping).Scan(&idleTxTimeout); err != nil {
 		return fmt.Errorf("relay: read outbox %s: %w", s.ob.schema, err)
+	}
+	if limit := time.Duration(idleTxTimeout) * time.Millisecond; limit > 0 && limit <= s.cfg.HandTimeout {
+		s.log.WarnContext(ctx, "idle_in_transaction_session_timeout is not above HandTimeout: a sink that holds a transaction while it works (the notification dispatcher does) will have it cut, and its answers become retries",
+			"idle_in_transaction_session_timeout", limit, "hand_timeout", s.cfg.HandTimeout)
 	}
 	s.log.InfoContext(ctx, "relay started", "schema", s.cfg.Schema, "listen", s.cfg.ListenDSN != "",
 		"batch_size", s.cfg.BatchSize, "concurrency", s.cfg.Concurrency, "lease", s.cfg.Lease)
@@ -259,7 +264,7 @@ func (s *supervisor) hand(work context.Context, rec Record) {
 	switch res.outcome {
 	case outcomeDone:
 		s.log.DebugContext(ctx, "record done", "outbox_id", rec.ID, "hand", rec.Hand)
-	case outcomeRetry:
+	case outcomeRetry, outcomeUnsure:
 		span.SetStatus(codes.Error, res.text)
 		s.log.WarnContext(ctx, "record will be retried", "outbox_id", rec.ID, "attempt", rec.Attempts+1,
 			"delay", res.delay, "err", res.text)

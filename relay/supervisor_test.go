@@ -1,10 +1,13 @@
 package relay_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -97,6 +100,23 @@ func TestSupervise(t *testing.T) {
 		require.Equal(t, "provider down (attempt 2)", recs[2].LastError)
 		require.Equal(t, ids[0], recs[2].ID)
 		require.Equal(t, 3, recs[2].Hand)
+	})
+
+	t.Run("UnsureIsOfferedAgainWithoutCountingAnAttempt", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		sink := newRecorder(func(_ context.Context, rec relay.Record) relay.Result {
+			if rec.Hand < 3 {
+				return relay.Unsure(100*time.Millisecond, errors.New("commit lost its answer"))
+			}
+			return relay.Done()
+		})
+		supervise(t, b.db, b.config(t), sink)
+		b.stage(t, 1)
+		b.eventually(t, "processed_at IS NOT NULL AND hands = 3 AND attempts = 0 AND last_error = 'commit lost its answer'", 1, 10*time.Second)
+		for _, rec := range sink.records() {
+			require.Zero(t, rec.Attempts, "an unsure hand is no attempt")
+		}
 	})
 
 	t.Run("DeadAtOnceWithTheSinksReason", func(t *testing.T) {
@@ -303,4 +323,42 @@ func TestSettleIsFencedByTheHand(t *testing.T) {
 	require.Equal(t, relay.StatePending, st.State, "the stale dead answer was fenced off")
 	require.Equal(t, "provider busy", st.LastError)
 	require.Equal(t, 1, st.Attempts)
+}
+
+// A server that cuts idle transactions sooner than a hand may last cannot
+// work with a sink that holds one: the relay says so when it starts.
+func TestSuperviseWarnsAboutIdleTransactionTimeout(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var logs syncBuffer
+	cfg := b.config(t)
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	db := pgtest.Open(t)
+	db.SetMaxOpenConns(1)
+	_, err := db.ExecContext(t.Context(), `SET idle_in_transaction_session_timeout = '1s'`)
+	require.NoError(t, err)
+	supervise(t, db, cfg, newRecorder(nil))
+	require.Eventually(t, func() bool {
+		return strings.Contains(logs.String(), "idle_in_transaction_session_timeout is not above HandTimeout")
+	},
+		5*time.Second, 5*time.Millisecond)
+	require.Contains(t, logs.String(), "hand_timeout=2s")
+}
+
+// syncBuffer is a bytes.Buffer safe for the relay's goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

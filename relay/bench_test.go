@@ -1,0 +1,244 @@
+package relay_test
+
+// Benchmarks run against pgtest.DurableURL: a server with fsync and
+// synchronous_commit on, never the test cluster. BENCHMARKS.md has the
+// commands and the figures.
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tidings-go/tidings"
+	"github.com/tidings-go/tidings/internal/pgtest"
+	"github.com/tidings-go/tidings/relay"
+)
+
+// drainRecords is how many records a drain benchmark relays.
+const drainRecords = 10_000
+
+// benchPayload is the payload of a staged benchmark record.
+var benchPayload = json.RawMessage(`{"order":42,"total":"19.90"}`)
+
+var benchSchemas atomic.Int64
+
+// benchBundle is a pool on the durable server.
+type benchBundle struct {
+	db  *sql.DB
+	dsn string
+}
+
+// benchSetup opens a pool of conns connections on the durable server, all
+// kept idle between uses and opened before the caller's timed work, and
+// closes it when the benchmark ends.
+func benchSetup(b *testing.B, conns int) benchBundle {
+	b.Helper()
+	dsn := pgtest.DurableURL(b)
+	db, err := sql.Open("postgres", dsn)
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = db.Close() })
+	db.SetMaxOpenConns(conns)
+	db.SetMaxIdleConns(conns)
+	held := make([]*sql.Conn, conns)
+	for i := range held {
+		held[i], err = db.Conn(b.Context())
+		require.NoError(b, err)
+	}
+	for _, c := range held {
+		require.NoError(b, c.Close())
+	}
+	return benchBundle{db: db, dsn: dsn}
+}
+
+// schema creates a fresh migrated schema and returns it with its outbox and
+// a drop function; the benchmark also drops it when it ends.
+func (bb benchBundle) schema(b *testing.B) (string, *relay.Outbox, func()) {
+	b.Helper()
+	schema := fmt.Sprintf("b_relay_%d_%d", os.Getpid(), benchSchemas.Add(1))
+	require.NoError(b, tidings.Migrate(b.Context(), bb.db, schema))
+	ob, err := relay.NewOutbox(schema)
+	require.NoError(b, err)
+	var once sync.Once
+	drop := func() {
+		once.Do(func() {
+			_, err := bb.db.ExecContext(context.Background(), `DROP SCHEMA "`+schema+`" CASCADE`)
+			require.NoError(b, err)
+		})
+	}
+	b.Cleanup(drop)
+	return schema, ob, drop
+}
+
+// stageChunked commits n records for module in transactions of 1,000.
+func (bb benchBundle) stageChunked(b *testing.B, ob *relay.Outbox, n int) {
+	b.Helper()
+	const chunk = 1000
+	for start := 0; start < n; start += chunk {
+		msgs := make([]relay.Message, min(chunk, n-start))
+		for i := range msgs {
+			msgs[i] = relay.Message{Module: module, Kind: "order.placed", Payload: payload(start + i)}
+		}
+		_, err := ob.StageBatch(b.Context(), bb.db, msgs)
+		require.NoError(b, err)
+	}
+}
+
+// count returns the number of outbox rows of schema matching where.
+func (bb benchBundle) count(b *testing.B, schema, where string) int {
+	b.Helper()
+	var n int
+	require.NoError(b, bb.db.QueryRowContext(context.Background(),
+		`SELECT count(*) FROM "`+schema+`".outbox WHERE `+where).Scan(&n))
+	return n
+}
+
+// pendingRows matches the rows not yet settled. It is the predicate of the
+// outbox_due index, so the poll is an index-only scan of the rows left: a
+// count on processed_at alone scans the whole table, dead row versions
+// included, every few milliseconds, and takes CPU from the drain it times.
+// A drain must still end with every record processed; the caller checks.
+const pendingRows = "processed_at IS NULL AND failed_at IS NULL AND cancelled_at IS NULL"
+
+// waitDrained polls every few milliseconds until no record of schema is
+// pending, failing after a generous deadline.
+func (bb benchBundle) waitDrained(b *testing.B, schema string) {
+	b.Helper()
+	deadline := time.Now().Add(5 * time.Minute)
+	for bb.count(b, schema, pendingRows) > 0 {
+		if time.Now().After(deadline) {
+			b.Fatalf("drain unfinished after 5 minutes: %d records unprocessed, %d dead",
+				bb.count(b, schema, "processed_at IS NULL"), bb.count(b, schema, "failed_at IS NOT NULL"))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// benchSupervise starts a relay and returns a function that stops it and
+// waits for it to return.
+func benchSupervise(b *testing.B, db *sql.DB, cfg relay.Config, sink relay.Sink) (stop func()) {
+	b.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- relay.Supervise(ctx, db, &cfg, sink) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				require.NoError(b, err)
+			case <-time.After(30 * time.Second):
+				b.Error("Supervise did not return within 30 s of its context ending")
+			}
+		})
+	}
+	b.Cleanup(stop)
+	return stop
+}
+
+// BenchmarkStage stages one record per transaction (BEGIN, Stage, COMMIT)
+// from concurrent writers. An op is one committed transaction.
+func BenchmarkStage(b *testing.B) {
+	for _, writers := range []int{1, 8, 32} {
+		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
+			bb := benchSetup(b, writers)
+			_, ob, _ := bb.schema(b)
+			msg := relay.Message{Module: module, Kind: "order.placed", Payload: benchPayload}
+			ctx := b.Context()
+			var next atomic.Int64
+			errs := make(chan error, writers)
+			var wg sync.WaitGroup
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range writers {
+				wg.Go(func() {
+					for next.Add(1) <= int64(b.N) {
+						if err := stageOne(ctx, bb.db, ob, msg); err != nil {
+							errs <- err
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			b.StopTimer()
+			close(errs)
+			for err := range errs {
+				require.NoError(b, err)
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+		})
+	}
+}
+
+func stageOne(ctx context.Context, db *sql.DB, ob *relay.Outbox, msg relay.Message) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := ob.Stage(ctx, tx, msg); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// BenchmarkStageBatch stages size records per transaction from one writer.
+// An op is one committed transaction of size records.
+func BenchmarkStageBatch(b *testing.B) {
+	for _, size := range []int{1, 10, 100} {
+		b.Run(fmt.Sprintf("size=%d", size), func(b *testing.B) {
+			bb := benchSetup(b, 1)
+			_, ob, _ := bb.schema(b)
+			msgs := make([]relay.Message, size)
+			for i := range msgs {
+				msgs[i] = relay.Message{Module: module, Kind: "order.placed", Payload: benchPayload}
+			}
+			ctx := b.Context()
+			b.ReportAllocs()
+			for b.Loop() {
+				tx, err := bb.db.BeginTx(ctx, nil)
+				require.NoError(b, err)
+				_, err = ob.StageBatch(ctx, tx, msgs)
+				require.NoError(b, err)
+				require.NoError(b, tx.Commit())
+			}
+			b.ReportMetric(float64(size*b.N)/b.Elapsed().Seconds(), "records/s")
+		})
+	}
+}
+
+// BenchmarkDrain relays 10,000 records staged in advance through a no-op
+// sink, with the default BatchSize and Concurrency and a LISTEN session.
+// Each op is one drain on a fresh schema, timed from the start of
+// Supervise until the last record is settled. Run it with -benchtime=1x.
+func BenchmarkDrain(b *testing.B) {
+	bb := benchSetup(b, relay.ConcurrencyDefault+10)
+	sink := relay.SinkFunc(func(context.Context, relay.Record) relay.Result { return relay.Done() })
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.StopTimer()
+	for range b.N {
+		schema, ob, drop := bb.schema(b)
+		bb.stageChunked(b, ob, drainRecords)
+		cfg := relay.Config{Module: module, Schema: schema, ListenDSN: bb.dsn}
+
+		b.StartTimer()
+		stop := benchSupervise(b, bb.db, cfg, sink)
+		bb.waitDrained(b, schema)
+		b.StopTimer()
+
+		stop()
+		require.Equal(b, drainRecords, bb.count(b, schema, "processed_at IS NOT NULL"))
+		drop()
+	}
+	b.ReportMetric(float64(drainRecords*b.N)/b.Elapsed().Seconds(), "records/s")
+}
