@@ -4,7 +4,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/mail"
 	"regexp"
@@ -13,8 +12,7 @@ import (
 	"strings"
 	"time"
 
-	htmltemplate "html/template"
-	texttemplate "text/template"
+	"github.com/tidings-go/tidings/delivery/internal/render"
 )
 
 // TimeoutDefault is the default of [Config.Timeout]: how long one exchange
@@ -170,10 +168,9 @@ type settings struct {
 // parsedTemplate is a Template parsed once, in New. Templates are safe for
 // concurrent execution.
 type parsedTemplate struct {
-	name    string
-	subject *texttemplate.Template
-	text    *texttemplate.Template // nil when the Template has no Text
-	html    *htmltemplate.Template // nil when the Template has no HTML
+	subject *render.Template
+	text    *render.Template // nil when the Template has no Text
+	html    *render.Template // nil when the Template has no HTML
 }
 
 // validate checks cfg and returns its settings, or every problem found,
@@ -306,29 +303,21 @@ func parseTemplate(name string, t Template) (*parsedTemplate, error) {
 		fail(" has neither Text nor HTML: at least one body is required")
 	}
 
-	p := &parsedTemplate{name: name}
+	p := &parsedTemplate{}
 	var err error
 	if t.Subject != "" {
-		if p.subject, err = texttemplate.New(name).Option("missingkey=error").Parse(t.Subject); err != nil {
+		if p.subject, err = render.Parse(name, "subject", t.Subject); err != nil {
 			fail(".Subject: %v", err)
 		}
 	}
 	if t.Text != "" {
-		if p.text, err = texttemplate.New(name).Option("missingkey=error").Parse(t.Text); err != nil {
+		if p.text, err = render.Parse(name, "text body", t.Text); err != nil {
 			fail(".Text: %v", err)
 		}
 	}
 	if t.HTML != "" {
-		if p.html, err = htmltemplate.New(name).Option("missingkey=error").Parse(t.HTML); err != nil {
+		if p.html, err = render.ParseHTML(name, "html body", t.HTML); err != nil {
 			fail(".HTML: %v", err)
-		} else if err := p.html.Execute(io.Discard, map[string]any{}); err != nil {
-			// html/template escapes on the first execution, before it
-			// evaluates anything. Without functions of our own, this
-			// execution has no effect; it stops at the first value the
-			// empty data lacks, which is no error of the template's.
-			if _, ok := errors.AsType[*htmltemplate.Error](err); ok {
-				fail(".HTML: %v", err)
-			}
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -68,5 +68,6 @@
 // requests: each Deliver dials its own, so the dispatcher's concurrency
 // bounds the connections to the server.
 //
-// mail imports only [delivery] and the standard library.
+// mail imports only [delivery], its internal helpers and the standard
+// library.
 package mail

@@ -2,17 +2,14 @@ package mail
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
-	"io"
-	"net"
 	"net/textproto"
 	"os"
 	"regexp"
 	"strconv"
-	"strings"
-	"syscall"
+
+	"github.com/tidings-go/tidings/delivery/internal/neterr"
+	"github.com/tidings-go/tidings/delivery/internal/render"
 )
 
 // The reasons Deliver gives that are not a server's answer. Match them with
@@ -52,74 +49,27 @@ var (
 // TemplateError is the reason of a request whose template did not render:
 // Deliver answers Reject, before it connects to the server. Its text names
 // the template and the missing value, or the place in the template that
-// failed; never a value of the request.
-type TemplateError struct {
-	// Template is the template's name.
-	Template string
-	// Part is what failed to render: "subject", "text body" or "html body".
-	Part string
-	// Missing is the value the template refers to and the request does not
-	// carry, such as "name" or "user.name"; empty when the failure is
-	// another.
-	Missing string
-	// Location is where the template failed, such as
-	// `welcome:3:12 <index .items 5>`; empty when unknown.
-	Location string
-	// Err is the template package's error. Its text can quote values of the
-	// request: never print it on its own.
-	Err error
-}
-
-// Error says which template needs what, as in `mail: template "welcome"
+// failed; never a value of the request, as in `mail: template "welcome"
 // needs "name", which the request does not carry`.
-func (e *TemplateError) Error() string {
-	if e.Missing != "" {
-		return "mail: template " + strconv.Quote(e.Template) + " needs " + strconv.Quote(e.Missing) +
-			", which the request does not carry"
-	}
-	msg := "mail: template " + strconv.Quote(e.Template) + " failed to render its " + e.Part
-	if e.Location != "" {
-		msg += " at " + e.Location
-	}
-	return msg
-}
+//
+// Its fields: Template is the template's name; Part is what failed to
+// render: "subject", "text body" or "html body"; Missing is the value the
+// template refers to and the request does not carry, such as "name" or
+// "user.name", or empty when the failure is another; Location is where the
+// template failed, such as `welcome:3:12 <index .items 5>`, or empty when
+// unknown; Prefix starts the text, and is "mail: " in every TemplateError
+// Deliver returns; Err is the template package's error, whose text can
+// quote values of the request: never print it on its own.
+type TemplateError = render.Error
 
-// Unwrap returns Err.
-func (e *TemplateError) Unwrap() error {
-	return e.Err
-}
-
-var (
-	// missingKeyPattern matches the error of a template executed with
-	// missingkey=error on a map that lacks the key.
-	missingKeyPattern = regexp.MustCompile(`no entry for key ("(?:[^"\\]|\\.)*")`)
-	// execLocationPattern matches the start of a text/template ExecError:
-	// the template's position and the node that failed, both from the
-	// template's source, not from the data.
-	execLocationPattern = regexp.MustCompile(`^template: (.*?:\d+:\d+): executing "(?:[^"\\]|\\.)*" at <(.*?)>: `)
-	// fieldChainPattern matches a node that is a chain of field names.
-	fieldChainPattern = regexp.MustCompile(`^\$?\.([A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)*)$`)
-)
-
-// newTemplateError describes err, which executing part of template name
-// returned.
-func newTemplateError(name, part string, err error) *TemplateError {
-	e := &TemplateError{Template: name, Part: part, Err: err}
-	var node string
-	if m := execLocationPattern.FindStringSubmatch(err.Error()); m != nil {
-		node = m[2]
-		e.Location = m[1] + " <" + node + ">"
+// prefixed gives err, the *TemplateError that rendering a part returned,
+// the Prefix "mail: ": the reason is the TemplateError itself, where sms
+// and push wrap theirs in a reason of their own.
+func prefixed(err error) error {
+	if terr, ok := errors.AsType[*TemplateError](err); ok {
+		terr.Prefix = "mail: "
 	}
-	if m := missingKeyPattern.FindStringSubmatch(err.Error()); m != nil {
-		if key, uerr := strconv.Unquote(m[1]); uerr == nil {
-			e.Missing = key
-			// ".user.name" says more than "name".
-			if c := fieldChainPattern.FindStringSubmatch(node); c != nil && (c[1] == key || strings.HasSuffix(c[1], "."+key)) {
-				e.Missing = c[1]
-			}
-		}
-	}
-	return e
+	return err
 }
 
 // ReplyError is the reason of a send the server answered with a failure:
@@ -233,7 +183,7 @@ func failure(ctx context.Context, step string, err error) error {
 	if errors.As(err, &tperr) {
 		return &reasonError{msg: "mail: " + step + ": malformed reply from the server", err: err}
 	}
-	return &reasonError{msg: "mail: " + step + ": " + describe(err), err: err}
+	return &reasonError{msg: "mail: " + step + ": " + neterr.Describe(err, "server", "exchange"), err: err}
 }
 
 // timeoutError is the cause of a context that Config.Timeout ended.
@@ -246,72 +196,3 @@ func (e *timeoutError) Error() string {
 }
 
 func (e *timeoutError) Unwrap() error { return context.DeadlineExceeded }
-
-// describe says what err is, from a fixed vocabulary: the network
-// operation and the kind of failure, never an address or a host name.
-func describe(err error) string {
-	if dnsErr, ok := errors.AsType[*net.DNSError](err); ok {
-		switch {
-		case dnsErr.IsNotFound:
-			return "dns lookup: no such host"
-		case dnsErr.IsTimeout:
-			return "dns lookup: timeout"
-		default:
-			return "dns lookup: failed"
-		}
-	}
-	if isCertificate(err) {
-		return "tls handshake: certificate not trusted"
-	}
-	if _, ok := errors.AsType[tls.RecordHeaderError](err); ok {
-		return "tls handshake: server does not speak tls"
-	}
-	if _, ok := errors.AsType[tls.AlertError](err); ok {
-		return "tls handshake: server sent an alert"
-	}
-
-	op := "exchange"
-	if opErr, ok := errors.AsType[*net.OpError](err); ok && opErr.Op != "" {
-		op = opErr.Op // "dial", "read", "write", ...: a fixed set
-	}
-	kind := "failed"
-	switch {
-	case errors.Is(err, syscall.ECONNREFUSED):
-		kind = "connection refused"
-	case errors.Is(err, syscall.ECONNRESET):
-		kind = "connection reset"
-	case errors.Is(err, syscall.EPIPE):
-		kind = "broken pipe"
-	case errors.Is(err, syscall.EHOSTUNREACH):
-		kind = "host unreachable"
-	case errors.Is(err, syscall.ENETUNREACH):
-		kind = "network unreachable"
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		kind = "connection closed by the server"
-	case isTimeout(err):
-		kind = "timeout"
-	}
-	return op + ": " + kind
-}
-
-func isCertificate(err error) bool {
-	if _, ok := errors.AsType[*tls.CertificateVerificationError](err); ok {
-		return true
-	}
-	if _, ok := errors.AsType[x509.UnknownAuthorityError](err); ok {
-		return true
-	}
-	if _, ok := errors.AsType[x509.HostnameError](err); ok {
-		return true
-	}
-	_, ok := errors.AsType[x509.CertificateInvalidError](err)
-	return ok
-}
-
-func isTimeout(err error) bool {
-	if errors.Is(err, syscall.ETIMEDOUT) {
-		return true
-	}
-	netErr, ok := errors.AsType[net.Error](err)
-	return ok && netErr.Timeout()
-}

@@ -3,12 +3,12 @@ package mail
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/mail"
 	"regexp"
 	"time"
 
 	"github.com/tidings-go/tidings/delivery"
+	"github.com/tidings-go/tidings/delivery/internal/render"
 )
 
 // Delivery sends a request as an email through one SMTP server: a
@@ -62,7 +62,7 @@ func (d *Delivery) Deliver(ctx context.Context, p delivery.Pending) delivery.Out
 	if err != nil {
 		return delivery.Reject(ErrInvalidRecipient)
 	}
-	t, err := d.template(p.Template)
+	t, err := render.Lookup(d.s.templates, p.Template, ErrUnknownTemplate)
 	if err != nil {
 		return delivery.Reject(err)
 	}
@@ -86,18 +86,6 @@ func (d *Delivery) Deliver(ctx context.Context, p delivery.Pending) delivery.Out
 		return delivery.DeliveredWithReference(id)
 	}
 	return delivery.DeliveredWithReference(d.s.messageID(p))
-}
-
-// template returns the template called name.
-func (d *Delivery) template(name string) (*parsedTemplate, error) {
-	if name == "" {
-		return nil, fmt.Errorf("%w: the request names none", ErrUnknownTemplate)
-	}
-	t, ok := d.s.templates[name]
-	if !ok {
-		return nil, fmt.Errorf("%w: %q is not in Config.Templates", ErrUnknownTemplate, name)
-	}
-	return t, nil
 }
 
 // queueIDPattern finds the queue id in a server's reply to the end of

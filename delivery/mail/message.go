@@ -34,29 +34,24 @@ type rendered struct {
 }
 
 // render executes the three parts of t with data. A nil data is no values.
+// Its error is a *TemplateError.
 func (t *parsedTemplate) render(data map[string]any) (rendered, error) {
-	if data == nil {
-		data = map[string]any{}
-	}
 	var r rendered
-	var buf bytes.Buffer
-	if err := t.subject.Execute(&buf, data); err != nil {
-		return rendered{}, newTemplateError(t.name, "subject", err)
+	var err error
+	if r.subject, err = t.subject.Execute(data); err != nil {
+		return rendered{}, prefixed(err)
 	}
-	r.subject = buf.String()
 	if t.text != nil {
-		buf.Reset()
-		if err := t.text.Execute(&buf, data); err != nil {
-			return rendered{}, newTemplateError(t.name, "text body", err)
+		if r.text, err = t.text.Execute(data); err != nil {
+			return rendered{}, prefixed(err)
 		}
-		r.text, r.hasText = buf.String(), true
+		r.hasText = true
 	}
 	if t.html != nil {
-		buf.Reset()
-		if err := t.html.Execute(&buf, data); err != nil {
-			return rendered{}, newTemplateError(t.name, "html body", err)
+		if r.html, err = t.html.Execute(data); err != nil {
+			return rendered{}, prefixed(err)
 		}
-		r.html, r.hasHTML = buf.String(), true
+		r.hasHTML = true
 	}
 	return r, nil
 }

@@ -1,16 +1,16 @@
 package push
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
 	"net/http"
-	"net/url"
 	"regexp"
 	"slices"
-	"strings"
 	"time"
 
+	"github.com/tidings-go/tidings/delivery/internal/httpcall"
 	"github.com/tidings-go/tidings/delivery/internal/render"
 )
 
@@ -79,8 +79,7 @@ var accessTokenPattern = regexp.MustCompile(`^[\x21-\x7e]+$`)
 type settings struct {
 	endpoint    string
 	accessToken string
-	timeout     time.Duration
-	client      *http.Client
+	caller      httpcall.Caller
 	templates   map[string]*parsedTemplate
 }
 
@@ -98,23 +97,23 @@ func (cfg *Config) validate() (*settings, error) {
 	}
 	s := &settings{
 		accessToken: cfg.AccessToken,
-		timeout:     cfg.Timeout,
-		client:      cfg.HTTPClient,
+		caller: httpcall.Caller{
+			Name:        "push",
+			Client:      cfg.HTTPClient,
+			Timeout:     cfg.Timeout,
+			TimeoutText: "push: expo took longer than Config.Timeout",
+		},
 	}
 	var errs []error
 	fail := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("push: "+format, args...))
 	}
 
-	base := cfg.BaseURL
-	if base == "" {
-		base = BaseURLDefault
-	}
 	// The URL is not quoted: it may carry credentials.
-	if u, err := url.Parse(base); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+	if base, ok := httpcall.BaseURL(cmp.Or(cfg.BaseURL, BaseURLDefault)); !ok {
 		fail("Config.BaseURL is not an absolute http or https URL without a query")
 	} else {
-		s.endpoint = strings.TrimRight(base, "/") + sendPath
+		s.endpoint = base + sendPath
 	}
 
 	if cfg.AccessToken != "" && !accessTokenPattern.MatchString(cfg.AccessToken) {
@@ -125,15 +124,10 @@ func (cfg *Config) validate() (*settings, error) {
 	case cfg.Timeout < 0:
 		fail("Config.Timeout is negative: %s", cfg.Timeout)
 	case cfg.Timeout == 0:
-		s.timeout = TimeoutDefault
+		s.caller.Timeout = TimeoutDefault
 	}
-	if s.client == nil {
-		s.client = &http.Client{
-			Timeout: s.timeout,
-			CheckRedirect: func(*http.Request, []*http.Request) error {
-				return http.ErrUseLastResponse // a redirect is an answer, not a detour
-			},
-		}
+	if s.caller.Client == nil {
+		s.caller.Client = &http.Client{Timeout: s.caller.Timeout, CheckRedirect: httpcall.NoRedirect}
 	}
 
 	if len(cfg.Templates) == 0 {

@@ -8,10 +8,10 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
-	"time"
 
 	"github.com/tidings-go/tidings/delivery"
 	"github.com/tidings-go/tidings/delivery/internal/httpcall"
+	"github.com/tidings-go/tidings/delivery/internal/render"
 )
 
 // Delivery sends a request as a push notification through Expo's push
@@ -113,29 +113,20 @@ func (d *Delivery) Deliver(ctx context.Context, p delivery.Pending) delivery.Out
 		req.Header.Set("Authorization", "Bearer "+d.s.accessToken)
 	}
 
-	callCtx, cancel := context.WithTimeout(ctx, d.s.timeout)
-	defer cancel()
-	resp, out, ok := httpcall.Do(callCtx, d.s.client, req, p.ID.String())
+	resp, out, ok := d.s.caller.Call(ctx, req, p.ID.String())
 	if !ok {
-		if ctx.Err() == nil && errors.Is(out.Reason(), context.DeadlineExceeded) {
-			return delivery.Retry(&timeoutError{timeout: d.s.timeout, err: out.Reason()})
-		}
-		return httpcall.Prefix("push", out)
+		return out
 	}
 	return answer(resp)
 }
 
 // render returns the push p asks for.
 func (d *Delivery) render(p delivery.Pending) (message, error) {
-	if p.Template == "" {
-		return message{}, fmt.Errorf("%w: the request names none", ErrUnknownTemplate)
-	}
-	t, ok := d.s.templates[p.Template]
-	if !ok {
-		return message{}, fmt.Errorf("%w: %q is not in Config.Templates", ErrUnknownTemplate, p.Template)
+	t, err := render.Lookup(d.s.templates, p.Template, ErrUnknownTemplate)
+	if err != nil {
+		return message{}, err
 	}
 	msg := message{To: p.Recipient, Data: messageData{ID: p.ID.String()}}
-	var err error
 	if t.title != nil {
 		if msg.Title, err = t.title.Execute(p.Data); err != nil {
 			return message{}, fmt.Errorf("push: %w", err)
@@ -225,15 +216,3 @@ func decide(e *APIError) delivery.Outcome {
 	}
 	return delivery.Reject(e)
 }
-
-// timeoutError is the reason of a call that Config.Timeout ended.
-type timeoutError struct {
-	timeout time.Duration
-	err     error
-}
-
-func (e *timeoutError) Error() string {
-	return "push: expo took longer than Config.Timeout (" + e.timeout.String() + ")"
-}
-
-func (e *timeoutError) Unwrap() error { return e.err }

@@ -1,16 +1,17 @@
 package sms
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
 	"net/http"
-	"net/url"
 	"regexp"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/tidings-go/tidings/delivery/internal/httpcall"
 	"github.com/tidings-go/tidings/delivery/internal/render"
 )
 
@@ -84,8 +85,7 @@ type settings struct {
 	authToken  string
 	from       string
 	serviceSID string
-	timeout    time.Duration
-	client     *http.Client
+	caller     httpcall.Caller
 	templates  map[string]*render.Template
 }
 
@@ -100,20 +100,21 @@ func (cfg *Config) validate() (*settings, error) {
 		authToken:  cfg.AuthToken,
 		from:       cfg.From,
 		serviceSID: cfg.MessagingServiceSID,
-		timeout:    cfg.Timeout,
-		client:     cfg.HTTPClient,
+		caller: httpcall.Caller{
+			Name:        "sms",
+			Client:      cfg.HTTPClient,
+			Timeout:     cfg.Timeout,
+			TimeoutText: "sms: twilio took longer than Config.Timeout",
+		},
 	}
 	var errs []error
 	fail := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("sms: "+format, args...))
 	}
 
-	base := cfg.BaseURL
-	if base == "" {
-		base = BaseURLDefault
-	}
 	// The URL is not quoted: it may carry credentials.
-	if u, err := url.Parse(base); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+	base, ok := httpcall.BaseURL(cmp.Or(cfg.BaseURL, BaseURLDefault))
+	if !ok {
 		fail("Config.BaseURL is not an absolute http or https URL without a query")
 	}
 
@@ -123,7 +124,7 @@ func (cfg *Config) validate() (*settings, error) {
 	case !accountSIDPattern.MatchString(cfg.AccountSID):
 		fail("Config.AccountSID is not a Twilio account SID (AC and 32 hex digits)")
 	default:
-		s.endpoint = strings.TrimRight(base, "/") + "/2010-04-01/Accounts/" + cfg.AccountSID + "/Messages.json"
+		s.endpoint = base + "/2010-04-01/Accounts/" + cfg.AccountSID + "/Messages.json"
 	}
 	if cfg.AuthToken == "" {
 		fail("Config.AuthToken is required")
@@ -144,15 +145,10 @@ func (cfg *Config) validate() (*settings, error) {
 	case cfg.Timeout < 0:
 		fail("Config.Timeout is negative: %s", cfg.Timeout)
 	case cfg.Timeout == 0:
-		s.timeout = TimeoutDefault
+		s.caller.Timeout = TimeoutDefault
 	}
-	if s.client == nil {
-		s.client = &http.Client{
-			Timeout: s.timeout,
-			CheckRedirect: func(*http.Request, []*http.Request) error {
-				return http.ErrUseLastResponse // a redirect is an answer, not a detour
-			},
-		}
+	if s.caller.Client == nil {
+		s.caller.Client = &http.Client{Timeout: s.caller.Timeout, CheckRedirect: httpcall.NoRedirect}
 	}
 
 	if len(cfg.Templates) == 0 {

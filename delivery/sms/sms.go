@@ -9,10 +9,10 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
-	"time"
 
 	"github.com/tidings-go/tidings/delivery"
 	"github.com/tidings-go/tidings/delivery/internal/httpcall"
+	"github.com/tidings-go/tidings/delivery/internal/render"
 )
 
 // TokenHeader is Twilio's own idempotency header, which carries the
@@ -97,26 +97,18 @@ func (d *Delivery) Deliver(ctx context.Context, p delivery.Pending) delivery.Out
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set(TokenHeader, p.ID.String())
 
-	callCtx, cancel := context.WithTimeout(ctx, d.s.timeout)
-	defer cancel()
-	resp, out, ok := httpcall.Do(callCtx, d.s.client, req, p.ID.String())
+	resp, out, ok := d.s.caller.Call(ctx, req, p.ID.String())
 	if !ok {
-		if ctx.Err() == nil && errors.Is(out.Reason(), context.DeadlineExceeded) {
-			return delivery.Retry(&timeoutError{timeout: d.s.timeout, err: out.Reason()})
-		}
-		return httpcall.Prefix("sms", out)
+		return out
 	}
 	return answer(resp)
 }
 
 // render returns the body of the message p asks for.
 func (d *Delivery) render(p delivery.Pending) (string, error) {
-	if p.Template == "" {
-		return "", fmt.Errorf("%w: the request names none", ErrUnknownTemplate)
-	}
-	t, ok := d.s.templates[p.Template]
-	if !ok {
-		return "", fmt.Errorf("%w: %q is not in Config.Templates", ErrUnknownTemplate, p.Template)
+	t, err := render.Lookup(d.s.templates, p.Template, ErrUnknownTemplate)
+	if err != nil {
+		return "", err
 	}
 	body, err := t.Execute(p.Data)
 	if err != nil {
@@ -149,15 +141,3 @@ func answer(resp httpcall.Response) delivery.Outcome {
 		return httpcall.Prefix("sms", delivery.Retry(&httpcall.StatusError{StatusCode: code}))
 	}
 }
-
-// timeoutError is the reason of a call that Config.Timeout ended.
-type timeoutError struct {
-	timeout time.Duration
-	err     error
-}
-
-func (e *timeoutError) Error() string {
-	return "sms: twilio took longer than Config.Timeout (" + e.timeout.String() + ")"
-}
-
-func (e *timeoutError) Unwrap() error { return e.err }

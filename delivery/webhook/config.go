@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/tidings-go/tidings/delivery/internal/httpcall"
 )
 
 const (
@@ -92,8 +94,7 @@ type Config struct {
 // settings is a validated Config with its defaults applied.
 type settings struct {
 	keys          [][]byte
-	timeout       time.Duration
-	client        *http.Client
+	caller        httpcall.Caller
 	allowInsecure bool
 	userAgent     string
 }
@@ -106,7 +107,11 @@ func (cfg *Config) validate() (*settings, error) {
 	}
 	var errs []error
 	s := &settings{
-		timeout:       cfg.Timeout,
+		caller: httpcall.Caller{
+			Name:        "webhook",
+			Timeout:     cfg.Timeout,
+			TimeoutText: "webhook: no answer within Config.Timeout",
+		},
 		allowInsecure: cfg.AllowInsecure,
 		userAgent:     cfg.UserAgent,
 	}
@@ -121,7 +126,7 @@ func (cfg *Config) validate() (*settings, error) {
 	case cfg.Timeout < 0:
 		errs = append(errs, fmt.Errorf("webhook: Config.Timeout is negative: %s", cfg.Timeout))
 	case cfg.Timeout == 0:
-		s.timeout = TimeoutDefault
+		s.caller.Timeout = TimeoutDefault
 	}
 
 	if s.userAgent == "" {
@@ -130,25 +135,20 @@ func (cfg *Config) validate() (*settings, error) {
 		errs = append(errs, errors.New("webhook: Config.UserAgent is not printable ASCII"))
 	}
 
+	client := &http.Client{}
 	if cfg.HTTPClient != nil {
 		c := *cfg.HTTPClient
-		s.client = &c
-	} else {
-		s.client = &http.Client{}
+		client = &c
 	}
-	s.client.CheckRedirect = noRedirect
+	// Standard Webhooks counts a 3xx as a failure, and following one could
+	// take a signed request to a host the recipient did not name.
+	client.CheckRedirect = httpcall.NoRedirect
+	s.caller.Client = client
 
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	return s, nil
-}
-
-// noRedirect makes a client answer a redirect instead of following it:
-// Standard Webhooks counts a 3xx as a failure, and following one could
-// take a signed request to a host the recipient did not name.
-func noRedirect(*http.Request, []*http.Request) error {
-	return http.ErrUseLastResponse
 }
 
 // parseSecrets decodes secrets, which field names in errors. It needs at

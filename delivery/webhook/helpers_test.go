@@ -145,6 +145,9 @@ func hang(t *testing.T, arrived chan<- struct{}) http.HandlerFunc {
 		}
 		select {
 		case <-r.Context().Done():
+			// The client gave up: abort without an answer. Returning would
+			// send an implicit 200 the cancelling client might still read.
+			panic(http.ErrAbortHandler)
 		case <-release:
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"net"
 	"net/http"
 	"net/url"
@@ -105,18 +104,9 @@ func (d *Delivery) Deliver(ctx context.Context, p delivery.Pending) delivery.Out
 		req.Header.Set(HeaderCorrelationID, p.CorrelationID)
 	}
 
-	callCtx, cancel := context.WithTimeout(ctx, d.s.timeout)
-	defer cancel()
-	resp, out, ok := httpcall.Do(callCtx, d.s.client, req, id)
+	resp, out, ok := d.s.caller.Call(ctx, req, id)
 	if !ok {
-		if ctx.Err() == nil && errors.Is(out.Reason(), context.DeadlineExceeded) {
-			// Config.Timeout ended the call, not the delivery's deadline.
-			return delivery.Retry(&reasonError{
-				msg:  "webhook: no answer within Config.Timeout (" + d.s.timeout.String() + ")",
-				errs: []error{out.Reason()},
-			})
-		}
-		return httpcall.Prefix("webhook", out)
+		return out
 	}
 
 	switch status := resp.StatusCode; {

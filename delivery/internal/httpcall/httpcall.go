@@ -2,20 +2,17 @@ package httpcall
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/tidings-go/tidings/delivery"
+	"github.com/tidings-go/tidings/delivery/internal/neterr"
 )
 
 // BodyLimit is how much of a response body [Do] reads: 64 KiB. A longer
@@ -229,71 +226,5 @@ func failed(ctx context.Context, what string, err error) delivery.Outcome {
 	if uerr, ok := errors.AsType[*url.Error](err); ok && uerr.Err != nil {
 		err = uerr.Err
 	}
-	return delivery.Retry(&reasonError{msg: what + ": " + describe(err), err: err})
-}
-
-// describe says what err is, from a fixed vocabulary: the network
-// operation and the kind of failure, never an address or a host name.
-func describe(err error) string {
-	if dnsErr, ok := errors.AsType[*net.DNSError](err); ok {
-		switch {
-		case dnsErr.IsNotFound:
-			return "dns lookup: no such host"
-		case dnsErr.IsTimeout:
-			return "dns lookup: timeout"
-		default:
-			return "dns lookup: failed"
-		}
-	}
-	if isTLS(err) {
-		return "tls handshake: certificate not trusted"
-	}
-	if _, ok := errors.AsType[tls.RecordHeaderError](err); ok {
-		return "tls handshake: provider does not speak tls"
-	}
-
-	op := "request"
-	if opErr, ok := errors.AsType[*net.OpError](err); ok && opErr.Op != "" {
-		op = opErr.Op // "dial", "read", "write", ...: a fixed set
-	}
-	kind := "failed"
-	switch {
-	case errors.Is(err, syscall.ECONNREFUSED):
-		kind = "connection refused"
-	case errors.Is(err, syscall.ECONNRESET):
-		kind = "connection reset"
-	case errors.Is(err, syscall.EPIPE):
-		kind = "broken pipe"
-	case errors.Is(err, syscall.EHOSTUNREACH):
-		kind = "host unreachable"
-	case errors.Is(err, syscall.ENETUNREACH):
-		kind = "network unreachable"
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		kind = "connection closed by the provider"
-	case isTimeout(err):
-		kind = "timeout"
-	}
-	return op + ": " + kind
-}
-
-func isTLS(err error) bool {
-	if _, ok := errors.AsType[*tls.CertificateVerificationError](err); ok {
-		return true
-	}
-	if _, ok := errors.AsType[x509.UnknownAuthorityError](err); ok {
-		return true
-	}
-	if _, ok := errors.AsType[x509.HostnameError](err); ok {
-		return true
-	}
-	_, ok := errors.AsType[x509.CertificateInvalidError](err)
-	return ok
-}
-
-func isTimeout(err error) bool {
-	if errors.Is(err, syscall.ETIMEDOUT) {
-		return true
-	}
-	netErr, ok := errors.AsType[net.Error](err)
-	return ok && netErr.Timeout()
+	return delivery.Retry(&reasonError{msg: what + ": " + neterr.Describe(err, "provider", "request"), err: err})
 }
