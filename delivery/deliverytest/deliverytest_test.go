@@ -284,6 +284,7 @@ func (fake *provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-fake.release:
 		case <-r.Context().Done():
+			panic(http.ErrAbortHandler) // no implicit 200 for a client that gave up
 		}
 	case status != 0:
 		w.WriteHeader(status)

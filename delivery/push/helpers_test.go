@@ -171,6 +171,7 @@ func (f *fakeExpo) serve(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-f.stop:
 		case <-r.Context().Done():
+			panic(http.ErrAbortHandler) // no implicit 200 for a client that gave up
 		}
 		return
 	}

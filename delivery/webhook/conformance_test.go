@@ -79,6 +79,7 @@ func (s *switchable) serve(w http.ResponseWriter, r *http.Request) {
 	case stalled:
 		select {
 		case <-r.Context().Done():
+			panic(http.ErrAbortHandler) // no implicit 200 for a client that gave up
 		case <-s.release:
 		}
 	case status != 0:

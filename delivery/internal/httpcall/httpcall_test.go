@@ -85,6 +85,7 @@ func hang(release <-chan struct{}, arrived chan<- struct{}) http.HandlerFunc {
 		select {
 		case <-release:
 		case <-r.Context().Done():
+			panic(http.ErrAbortHandler) // no implicit 200 for a client that gave up
 		}
 	}
 }
