@@ -17,7 +17,10 @@ func WithTx(ctx context.Context, tx *sql.Tx) context.Context {
 // delivery runs inside one. A delivery that writes to the same database
 // (an in-app inbox, say) writes through it: its write commits with the
 // claim, or not at all, so the request takes effect exactly once. The
-// delivery must not commit or roll it back.
+// delivery must not commit or roll it back. There is none when the
+// dispatcher commits claims in groups (notification.Config.GroupSize): a
+// delivery then writes on its own, keyed by the request's id so that a
+// repeat changes nothing.
 func TxFrom(ctx context.Context) (*sql.Tx, bool) {
 	tx, ok := ctx.Value(txKey{}).(*sql.Tx)
 	return tx, ok && tx != nil

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/lib/pq"
 
 	"github.com/tidings-go/tidings/internal/ident"
 	"github.com/tidings-go/tidings/internal/migrate"
@@ -48,8 +49,8 @@ func Migrate(ctx context.Context, db *sql.DB, schema string) error {
 
 // Inbox is the inbox table of one schema. It is safe for concurrent use.
 type Inbox struct {
-	once  string
-	purge string
+	once, onceBatch, release string
+	purge                    string
 }
 
 // New returns the inbox of schema ("" means SchemaDefault). The name must
@@ -65,6 +66,13 @@ func New(schema string) (*Inbox, error) {
 	return &Inbox{
 		once: `INSERT INTO ` + table + ` (consumer, event_id) VALUES ($1, $2)
 			ON CONFLICT (consumer, event_id) DO NOTHING`,
+		// Claims are inserted in id order, so two transactions claiming
+		// overlapping sets wait for each other instead of deadlocking.
+		onceBatch: `INSERT INTO ` + table + ` (consumer, event_id)
+			SELECT $1, id FROM unnest($2::uuid[]) AS ids(id) ORDER BY id
+			ON CONFLICT (consumer, event_id) DO NOTHING
+			RETURNING event_id`,
+		release: `DELETE FROM ` + table + ` WHERE consumer = $1 AND event_id = ANY($2::uuid[])`,
 		purge: `DELETE FROM ` + table + ` i USING (
 				SELECT consumer, event_id FROM ` + table + `
 				WHERE claimed_at < now() - make_interval(secs => $1)
@@ -103,6 +111,55 @@ func (ib *Inbox) Once(ctx context.Context, tx Execer, consumer string, eventID u
 		return false, fmt.Errorf("inbox: claim: %w", err)
 	}
 	return n == 1, nil
+}
+
+// Queryer is what OnceBatch needs of the caller's transaction.
+type Queryer interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// OnceBatch claims every id of eventIDs for consumer inside tx, in one
+// statement, and returns the ids claimed for the first time; the others
+// were claimed by a committed transaction. Like Once, it waits for open
+// transactions that hold any of the same claims.
+func (ib *Inbox) OnceBatch(ctx context.Context, tx Queryer, consumer string, eventIDs []uuid.UUID) (map[uuid.UUID]bool, error) {
+	if err := ident.Check("consumer", consumer); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	rows, err := tx.QueryContext(ctx, ib.onceBatch, consumer, pq.Array(uuidStrings(eventIDs)))
+	if err != nil {
+		return nil, fmt.Errorf("inbox: claim batch: %w", err)
+	}
+	defer rows.Close()
+	first := make(map[uuid.UUID]bool, len(eventIDs))
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("inbox: claim batch: %w", err)
+		}
+		first[id] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("inbox: claim batch: %w", err)
+	}
+	return first, nil
+}
+
+// Release removes consumer's claims of eventIDs inside tx, the transaction
+// that took them: the effects they guarded did not happen after all.
+func (ib *Inbox) Release(ctx context.Context, tx Execer, consumer string, eventIDs []uuid.UUID) error {
+	if _, err := tx.ExecContext(ctx, ib.release, consumer, pq.Array(uuidStrings(eventIDs))); err != nil {
+		return fmt.Errorf("inbox: release: %w", err)
+	}
+	return nil
+}
+
+func uuidStrings(ids []uuid.UUID) []string {
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = id.String()
+	}
+	return s
 }
 
 // Purge deletes claims older than olderThan, PurgeBatchDefault at a time,

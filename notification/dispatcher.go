@@ -61,6 +61,16 @@ type Config struct {
 	// HandTimeout. Default 25 s.
 	DeliveryTimeout time.Duration
 
+	// GroupSize is the most requests whose inbox claims share one
+	// transaction and one commit. 0 or 1 (the default) means one
+	// transaction per request. Above 1, requests handed at the same time
+	// are claimed together, delivered concurrently, and committed once
+	// the slowest answered or DeliveryTimeout passed: far fewer commits,
+	// at a price: a failed commit offers every delivered request of the
+	// group again (with its own idempotency key), and deliveries get no
+	// transaction through delivery.TxFrom.
+	GroupSize int
+
 	// InboxRetention is how long claims are kept before Purge removes them:
 	// longer than any redelivery of a request (its lease, its retries, a
 	// re-emit). Default 28 days.
@@ -87,6 +97,7 @@ type Dispatcher struct {
 	inbox      *inbox.Inbox
 	log        *slog.Logger
 	tel        telemetry
+	queue      queue // requests waiting for a group (GroupSize > 1)
 }
 
 var _ relay.Sink = (*Dispatcher)(nil)
@@ -155,6 +166,9 @@ func (c Config) validate() error {
 	if c.DeliveryTimeout < 0 {
 		return fmt.Errorf("%w: DeliveryTimeout is negative", ErrConfig)
 	}
+	if c.GroupSize < 0 {
+		return fmt.Errorf("%w: GroupSize is negative", ErrConfig)
+	}
 	if c.InboxRetention < 0 {
 		return fmt.Errorf("%w: InboxRetention is negative", ErrConfig)
 	}
@@ -189,6 +203,9 @@ func (d *Dispatcher) Handle(ctx context.Context, rec relay.Record) relay.Result 
 		StagedAt:      rec.CreatedAt,
 	}
 	d.tel.lag(ctx, req.Channel, rec.Waited())
+	if d.cfg.GroupSize > 1 {
+		return d.grouped(ctx, dl, p)
+	}
 	return d.once(ctx, dl, p)
 }
 
@@ -219,13 +236,23 @@ func (d *Dispatcher) once(ctx context.Context, dl delivery.Delivery, p delivery.
 	}
 
 	out := d.deliver(delivery.WithTx(ctx, tx), dl, p)
+	var commitErr error
+	if out.Kind() == delivery.KindDelivered {
+		commitErr = tx.Commit()
+	}
+	return d.answer(ctx, p, out, commitErr)
+}
+
+// answer maps a delivery's outcome, and the commit of its claim, onto the
+// relay's result.
+func (d *Dispatcher) answer(ctx context.Context, p delivery.Pending, out delivery.Outcome, commitErr error) relay.Result {
 	switch out.Kind() {
 	case delivery.KindDelivered:
-		if err := tx.Commit(); err != nil {
+		if commitErr != nil {
 			// The provider has the message and the claim may or may not
 			// have committed: the next hand finds out, and gives the
 			// provider the same idempotency key if it delivers again.
-			return d.unsure(ctx, p, fmt.Errorf("delivered, but the claim's commit failed: %w", err))
+			return d.unsure(ctx, p, fmt.Errorf("delivered, but the claim's commit failed: %w", commitErr))
 		}
 		d.tel.outcome(ctx, p.Channel, outcomeDelivered)
 		return relay.DoneWith(out.Reference())
