@@ -62,6 +62,7 @@ func Migrate(ctx context.Context, db *sql.DB, schema string) error {
 type Outbox struct {
 	schema string
 	q      queries
+	quiet  bool // stage without the wake-up
 }
 
 // NewOutbox returns the outbox of schema ("" means SchemaDefault). The name
@@ -78,6 +79,25 @@ func NewOutbox(schema string) (*Outbox, error) {
 }
 
 var defaultOutbox, _ = NewOutbox(SchemaDefault)
+
+// WithoutWakeUp returns an Outbox that stages without waking relays at
+// commit. NOTIFY takes a lock at commit that serializes committing
+// writers; where that costs the writers more than it gains, stage through
+// this Outbox and let the relays poll: set their SweepInterval short, or
+// leave ListenDSN empty. Records are handed either way.
+func (o *Outbox) WithoutWakeUp() *Outbox {
+	quiet := *o
+	quiet.quiet = true
+	return &quiet
+}
+
+// wakeChannel is the NOTIFY channel staging signals, or nil for none.
+func (o *Outbox) wakeChannel() any {
+	if o.quiet {
+		return nil
+	}
+	return o.q.channel
+}
 
 // Stage stages msg in the default schema's outbox; see [Outbox.Stage].
 func Stage(ctx context.Context, tx Execer, msg Message) (uuid.UUID, error) {
@@ -109,7 +129,7 @@ func (o *Outbox) Stage(ctx context.Context, tx Execer, msg Message) (uuid.UUID, 
 		notBefore = msg.NotBefore
 	}
 	if _, err := tx.ExecContext(ctx, o.q.stage, row.id, msg.Module, msg.Kind, []byte(msg.Payload),
-		row.headers, row.correlation, row.causation, notBefore, o.q.channel); err != nil {
+		row.headers, row.correlation, row.causation, notBefore, o.wakeChannel()); err != nil {
 		return uuid.Nil, fmt.Errorf("relay: stage: %w", err)
 	}
 	return row.id, nil
@@ -148,7 +168,7 @@ func (o *Outbox) StageBatch(ctx context.Context, tx Execer, msgs []Message) ([]u
 	}
 	if _, err := tx.ExecContext(ctx, o.q.stageBatch, pq.Array(cols[0]), pq.Array(cols[1]), pq.Array(cols[2]),
 		pq.Array(cols[3]), pq.Array(cols[4]), pq.Array(cols[5]), pq.Array(cols[6]), pq.Array(notBefore),
-		o.q.channel); err != nil {
+		o.wakeChannel()); err != nil {
 		return nil, fmt.Errorf("relay: stage batch: %w", err)
 	}
 	return ids, nil

@@ -6,7 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lib/pq"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tidings-go/tidings/internal/pgtest"
 
 	"github.com/tidings-go/tidings/relay"
 )
@@ -128,4 +131,37 @@ func TestNewOutboxRejectsBadSchemas(t *testing.T) {
 	}
 	_, err := relay.NewOutbox("")
 	require.NoError(t, err, "empty means the default")
+}
+
+func TestStageWithoutWakeUp(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	l := pq.NewListener(pgtest.URL(t), 10*time.Millisecond, time.Second, nil)
+	t.Cleanup(func() { _ = l.Close() })
+	require.NoError(t, l.Listen(b.schema+".outbox"))
+
+	// Staged first without the wake-up, then with it: notifications
+	// arrive in commit order, so the first one tells.
+	quiet := b.ob.WithoutWakeUp()
+	_, err := quiet.Stage(t.Context(), b.db, relay.Message{Module: "quiet", Kind: "k", Payload: payload(1)})
+	require.NoError(t, err)
+	_, err = quiet.StageBatch(t.Context(), b.db, []relay.Message{{Module: "quiet", Kind: "k", Payload: payload(2)}})
+	require.NoError(t, err)
+	_, err = b.ob.Stage(t.Context(), b.db, relay.Message{Module: "loud", Kind: "k", Payload: payload(3)})
+	require.NoError(t, err)
+	select {
+	case n := <-l.Notify:
+		require.Equal(t, "loud", n.Extra)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no wake-up for the loud record")
+	}
+	require.Equal(t, 3, b.count(t, "true"), "all staged")
+
+	// The sweep still finds the quiet ones.
+	cfg := b.config(t)
+	cfg.Module = "quiet"
+	cfg.SweepInterval = 200 * time.Millisecond
+	sink := newRecorder(nil)
+	supervise(t, b.db, cfg, sink)
+	sink.waitHands(t, 2, 5*time.Second)
 }
