@@ -31,7 +31,7 @@
 // Reasons are stored in the dead row's failure_reason and written to logs.
 // Never put the recipient, the template data or credentials into a reason's
 // text: say what failed ("sms: provider answered 400: invalid number"), not
-// for whom.
+// for whom. The same holds for a panic's value, which becomes a reason.
 //
 // # Dependencies
 //

@@ -59,7 +59,7 @@ func New(schema string) (*Inbox, error) {
 	if schema == "" {
 		schema = SchemaDefault
 	}
-	if err := ident.Check("schema", schema); err != nil {
+	if err := ident.CheckSchema("schema", schema); err != nil {
 		return nil, fmt.Errorf("inbox: %w", err)
 	}
 	table := ident.Quote(schema) + ".inbox"

@@ -67,3 +67,12 @@ func FuzzRequestRoundTrip(f *testing.F) {
 		require.Equal(t, wantBack, p)
 	})
 }
+
+// A type mismatch names the field and the kind of value, never the value:
+// a number too big for a float64 would otherwise be quoted whole.
+func TestDecodeNeverQuotesAValue(t *testing.T) {
+	t.Parallel()
+	_, err := decode([]byte(`{"channel":"sms","recipient":"x","data":{"account":4915739120001e400}}`))
+	require.ErrorContains(t, err, `is a JSON number, want float64`)
+	require.NotContains(t, err.Error(), "4915739120001")
+}

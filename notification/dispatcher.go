@@ -327,17 +327,23 @@ const waitPollMax = time.Second
 
 // Wait blocks until the request id is settled (processed, dead or
 // cancelled) or ctx ends, and returns its last known status with ctx's
-// error in the second case.
+// error in the second case (the zero Status if ctx ended before the first
+// look answered).
 func (d *Dispatcher) Wait(ctx context.Context, id uuid.UUID) (relay.Status, error) {
 	pause := 10 * time.Millisecond
+	var last relay.Status
 	for {
 		st, err := d.Status(ctx, id)
+		if ctx.Err() != nil {
+			return last, ctx.Err()
+		}
 		if err != nil || st.Settled() {
 			return st, err
 		}
+		last = st
 		select {
 		case <-ctx.Done():
-			return st, ctx.Err()
+			return last, ctx.Err()
 		case <-time.After(pause):
 			pause = min(2*pause, waitPollMax)
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -112,7 +113,10 @@ func decode(body []byte) (payload, error) {
 		case errors.As(err, &syntax):
 			return p, fmt.Errorf("payload is not valid JSON (offset %d)", syntax.Offset)
 		case errors.As(err, &typ):
-			return p, fmt.Errorf("payload field %q is a JSON %s, want %s", typ.Field, typ.Value, typ.Type)
+			// Value describes the JSON value ("number 4e400"): keep the
+			// kind, never the value itself.
+			kind, _, _ := strings.Cut(typ.Value, " ")
+			return p, fmt.Errorf("payload field %q is a JSON %s, want %s", typ.Field, kind, typ.Type)
 		}
 		return p, fmt.Errorf("payload does not decode: %w", err)
 	}

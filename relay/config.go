@@ -129,7 +129,7 @@ func (c Config) validate() error {
 	if err := ident.Check("Module", c.Module); err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	if err := ident.Check("Schema", c.Schema); err != nil {
+	if err := ident.CheckSchema("Schema", c.Schema); err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	for _, f := range []struct {

@@ -28,7 +28,7 @@ func newQueries(schema string) queries {
 	t := ident.Quote(schema) + ".outbox"
 	r := strings.NewReplacer("{t}", t, "{pending}", pending)
 	return queries{
-		channel: schema + ".outbox",
+		channel: schema + ident.ChannelSuffix,
 
 		// One statement: the row and its wake-up, which PostgreSQL delivers
 		// at commit and drops on rollback. A NULL channel ($9) stages

@@ -72,7 +72,7 @@ func NewOutbox(schema string) (*Outbox, error) {
 	if schema == "" {
 		schema = SchemaDefault
 	}
-	if err := ident.Check("schema", schema); err != nil {
+	if err := ident.CheckSchema("schema", schema); err != nil {
 		return nil, fmt.Errorf("relay: %w", err)
 	}
 	return &Outbox{schema: schema, q: newQueries(schema)}, nil

@@ -1,7 +1,10 @@
 package relay_test
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +12,8 @@ import (
 	"github.com/lib/pq"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tidings-go/tidings"
+	"github.com/tidings-go/tidings/internal/ident"
 	"github.com/tidings-go/tidings/internal/pgtest"
 
 	"github.com/tidings-go/tidings/relay"
@@ -164,4 +169,26 @@ func TestStageWithoutWakeUp(t *testing.T) {
 	sink := newRecorder(nil)
 	supervise(t, b.db, cfg, sink)
 	sink.waitHands(t, 2, 5*time.Second)
+}
+
+// The longest schema name allowed still fits its NOTIFY channel: records
+// stage and are handed.
+func TestLongestSchemaStagesAndWakes(t *testing.T) {
+	t.Parallel()
+	prefix := fmt.Sprintf("t_long_%d_", os.Getpid())
+	schema := prefix + strings.Repeat("x", ident.SchemaMaxLen-len(prefix))
+	db := pgtest.DB(t)
+	require.NoError(t, tidings.Migrate(t.Context(), db, schema))
+	t.Cleanup(func() { _, _ = db.ExecContext(context.Background(), `DROP SCHEMA "`+schema+`" CASCADE`) })
+	ob, err := relay.NewOutbox(schema)
+	require.NoError(t, err)
+	b := testBundle{db: db, schema: schema, ob: ob}
+	sink := newRecorder(nil)
+	supervise(t, db, b.config(t), sink) // sweep every hour: the wake-up must work
+	b.eventually(t, "true", 0, time.Second)
+	b.stage(t, 1)
+	sink.waitHands(t, 1, 10*time.Second)
+
+	_, err = relay.NewOutbox(schema + "x")
+	require.ErrorContains(t, err, "at most 56 allowed")
 }

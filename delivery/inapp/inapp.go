@@ -81,7 +81,7 @@ func New(db *sql.DB, schema string) (*Delivery, error) {
 		return nil, fmt.Errorf("%w: db is nil", ErrInvalid)
 	}
 	schema = cmp.Or(schema, SchemaDefault)
-	if err := ident.Check("schema", schema); err != nil {
+	if err := ident.CheckSchema("schema", schema); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	return &Delivery{db: db, q: newQueries(schema)}, nil

@@ -10,18 +10,32 @@ import (
 // MaxLen is the longest identifier PostgreSQL keeps whole (NAMEDATALEN - 1).
 const MaxLen = 63
 
+// SchemaMaxLen is the longest schema name: its NOTIFY channel, the name
+// followed by ChannelSuffix, must fit MaxLen too.
+const SchemaMaxLen = MaxLen - len(ChannelSuffix)
+
+// ChannelSuffix follows the schema name in the NOTIFY channel that wakes
+// the schema's relays.
+const ChannelSuffix = ".outbox"
+
 // Check reports whether name is a plain lower-case identifier: a letter or
 // underscore, then letters, digits or underscores, at most MaxLen bytes.
 // field names the value in the error, as in "schema".
 //
 // Names are checked, never escaped: a name that would need quoting is an
 // error, so the same name means the same object in every tool.
-func Check(field, name string) error {
+func Check(field, name string) error { return checkLen(field, name, MaxLen) }
+
+// CheckSchema is Check for a schema name, which must be at most
+// SchemaMaxLen bytes.
+func CheckSchema(field, name string) error { return checkLen(field, name, SchemaMaxLen) }
+
+func checkLen(field, name string, maxLen int) error {
 	switch {
 	case name == "":
 		return fmt.Errorf("%s is empty", field)
-	case len(name) > MaxLen:
-		return fmt.Errorf("%s is %d bytes long, at most %d allowed", field, len(name), MaxLen)
+	case len(name) > maxLen:
+		return fmt.Errorf("%s is %d bytes long, at most %d allowed", field, len(name), maxLen)
 	}
 	for i, r := range name {
 		ok := r == '_' || ('a' <= r && r <= 'z') || (i > 0 && '0' <= r && r <= '9')

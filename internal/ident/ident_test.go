@@ -45,3 +45,10 @@ func FuzzCheck(f *testing.F) {
 		require.Equal(t, strings.ToLower(name), name)
 	})
 }
+
+func TestCheckSchemaLeavesRoomForTheChannel(t *testing.T) {
+	t.Parallel()
+	require.NoError(t, ident.CheckSchema("schema", strings.Repeat("s", ident.SchemaMaxLen)))
+	require.Len(t, strings.Repeat("s", ident.SchemaMaxLen)+ident.ChannelSuffix, ident.MaxLen)
+	require.ErrorContains(t, ident.CheckSchema("schema", strings.Repeat("s", 57)), "schema is 57 bytes long, at most 56 allowed")
+}

@@ -47,7 +47,7 @@ type step struct {
 // Apply brings schema up to date with every set, creating the schema when
 // it does not exist.
 func Apply(ctx context.Context, db *sql.DB, schema string, sets ...Set) error {
-	if err := ident.Check("schema", schema); err != nil {
+	if err := ident.CheckSchema("schema", schema); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	plans := make([][]step, len(sets))
