@@ -45,6 +45,7 @@ func Main(m *testing.M) {
 		_ = cluster.Stop()
 	}
 	mu.Unlock()
+	stopDurable()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintln(os.Stderr, "pgtest: leaked goroutines:", err)
