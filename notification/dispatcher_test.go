@@ -336,6 +336,7 @@ func TestAttemptsSurviveARestart(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	cfg := b.config()
+	cfg.Policy.BaseDelay = time.Hour // no second attempt in this process
 	cfg.Deliveries = map[string]delivery.Delivery{"mail": delivery.Func(func(context.Context, delivery.Pending) delivery.Outcome {
 		return delivery.Retry(errors.New("provider down"))
 	})}
@@ -347,6 +348,9 @@ func TestAttemptsSurviveARestart(t *testing.T) {
 	require.Eventually(t, func() bool { return b.status(t, id).Attempts == 1 }, 10*time.Second, time.Millisecond)
 	stop()
 	require.NoError(t, <-done)
+	// The hour passes.
+	_, err := b.db.ExecContext(t.Context(), `UPDATE "`+b.schema+`".outbox SET available_at = now() WHERE id = $1`, id)
+	require.NoError(t, err)
 
 	// A new process: the second attempt is attempt 2.
 	b.run(t, b.dispatcher(t, b.config()))

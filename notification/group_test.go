@@ -109,19 +109,29 @@ func TestGroupCommit(t *testing.T) {
 				DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION "`+b.schema+`".fail_once();`)
 		require.NoError(t, err)
 
-		for _, res := range handTogether(t, d, recs) {
+		// Groups form as requests arrive: the two may share the failing
+		// commit, or one may commit alone after it.
+		var unsure []relay.Record
+		for i, res := range handTogether(t, d, recs) {
+			if res.String() == "done" {
+				require.Equal(t, 1, b.claims(t, recs[i].ID))
+				continue
+			}
 			require.Contains(t, res.String(), "unsure", "delivered, but not known to be")
 			require.Contains(t, res.String(), "commit refused")
+			require.Zero(t, b.claims(t, recs[i].ID), "its commit failed")
+			unsure = append(unsure, recs[i])
 		}
-		require.Zero(t, b.claims(t, recs[0].ID)+b.claims(t, recs[1].ID), "the commit failed")
+		require.NotEmpty(t, unsure)
 
 		// Handed again: delivered again, with the same ids, and committed.
-		for _, res := range handTogether(t, d, recs) {
+		for _, res := range handTogether(t, d, unsure) {
 			require.Equal(t, "done", res.String())
 		}
-		require.Equal(t, 2, b.mail.Count(recs[0].ID))
-		require.Equal(t, 2, b.mail.Count(recs[1].ID))
-		require.Equal(t, 1, b.claims(t, recs[0].ID))
+		for _, rec := range unsure {
+			require.Equal(t, 2, b.mail.Count(rec.ID))
+			require.Equal(t, 1, b.claims(t, rec.ID))
+		}
 	})
 
 	t.Run("TwoGroupsHandingTheSameRequestDeliverOnce", func(t *testing.T) {

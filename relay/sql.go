@@ -32,16 +32,20 @@ func newQueries(schema string) queries {
 
 		// One statement: the row and its wake-up, which PostgreSQL delivers
 		// at commit and drops on rollback. A NULL channel ($9) stages
-		// without waking anyone.
+		// without waking anyone. The id is made by the caller, so a
+		// statement that database/sql runs again after losing its answer
+		// (outside a transaction) finds its own row and changes nothing.
 		stage: r.Replace(`WITH ins AS (
 			INSERT INTO {t} (id, module, kind, payload, headers, correlation_id, causation_id, available_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, coalesce($8, now())))
+			VALUES ($1, $2, $3, $4, $5, $6, $7, coalesce($8, now()))
+			ON CONFLICT (id) DO NOTHING)
 			SELECT pg_notify($9, $2) WHERE $9::text IS NOT NULL`),
 		stageBatch: r.Replace(`WITH ins AS (
 			INSERT INTO {t} (id, module, kind, payload, headers, correlation_id, causation_id, available_at)
 			SELECT id, module, kind, payload::jsonb, headers::jsonb, correlation_id, causation_id, coalesce(not_before, now())
 			FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::timestamptz[])
-				AS m(id, module, kind, payload, headers, correlation_id, causation_id, not_before))
+				AS m(id, module, kind, payload, headers, correlation_id, causation_id, not_before)
+			ON CONFLICT (id) DO NOTHING)
 			SELECT pg_notify($9, module) FROM (SELECT DISTINCT unnest($2::text[]) AS module) mods
 			WHERE $9::text IS NOT NULL`),
 
