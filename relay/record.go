@@ -59,7 +59,9 @@ func (r Record) Waited() time.Duration {
 // different records, and may be called again for a record it already saw (a
 // crash, an expired lease): make its effect idempotent. ctx carries the
 // staging write's trace, baggage and correlation id, and ends at the hand
-// timeout or when the supervisor gives up draining.
+// timeout or when the supervisor gives up draining. Handle must return soon
+// after ctx ends: a hand that ignores it keeps its slot of Concurrency, and
+// Supervise waits for it before it returns.
 type Sink interface {
 	Handle(ctx context.Context, rec Record) Result
 }
