@@ -47,7 +47,9 @@ type Config struct {
 	// Concurrency is the most records handed at once; the relay claims only
 	// as many as it can start, so no claimed record waits unstarted.
 	// Default 50. The pool of the *sql.DB must allow at least this many
-	// connections if the sink holds one for each record.
+	// connections if the sink holds one for each record, and keep as many
+	// idle (SetMaxIdleConns; database/sql keeps 2 by default): otherwise
+	// it opens and closes a PostgreSQL session for almost every record.
 	Concurrency int
 
 	// HandTimeout ends the context of a hand. Default 30 s.

@@ -1,0 +1,397 @@
+package faults_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tidings-go/tidings"
+	"github.com/tidings-go/tidings/delivery"
+	"github.com/tidings-go/tidings/internal/ledger"
+	"github.com/tidings-go/tidings/internal/pgtemp"
+	"github.com/tidings-go/tidings/internal/pgtest"
+	"github.com/tidings-go/tidings/notification"
+	"github.com/tidings-go/tidings/relay"
+	"github.com/tidings-go/tidings/retrypolicy"
+)
+
+const (
+	module   = "faults"
+	consumer = "faults_notify"
+	channel  = "provider"
+
+	// Application names of the sessions: the relay's pool, its LISTEN
+	// session, and the test's own pool, which no fault touches.
+	appRelay  = "faults_relay"
+	appListen = "faults_listen"
+	appTest   = "faults_test"
+
+	// Provider latency, as the issue asks.
+	latencyMin = 5 * time.Millisecond
+	latencyMax = 50 * time.Millisecond
+
+	// pollInterval is how often a wait looks.
+	pollInterval = 50 * time.Millisecond
+)
+
+// logger is the relay's and the dispatcher's logger: stderr when
+// TIDINGS_FAULTS_LOG is set, else nothing.
+func logger() *slog.Logger {
+	if os.Getenv("TIDINGS_FAULTS_LOG") == "" {
+		return nil
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+// relayConfig is the relay of every test: short leases and timeouts, so a
+// crashed hand comes back within seconds, and a delivery timeout far above
+// the provider's latency, so no duplicate comes from a timeout.
+func relayConfig(schema, listenDSN string) relay.Config {
+	return relay.Config{
+		Module:        module,
+		Schema:        schema,
+		ListenDSN:     listenDSN,
+		BatchSize:     50,
+		Concurrency:   20,
+		HandTimeout:   3 * time.Second,
+		Lease:         4 * time.Second,
+		SweepInterval: time.Second,
+		GracePeriod:   2 * time.Second,
+		Logger:        logger(),
+	}
+}
+
+// dispatcherConfig is the dispatcher of every test: one channel whose
+// delivery posts to the provider, and retries 200 ms apart.
+func dispatcherConfig(schema string, client *ledger.Client) notification.Config {
+	return notification.Config{
+		Consumer:        consumer,
+		Schema:          schema,
+		Deliveries:      map[string]delivery.Delivery{channel: providerDelivery(client)},
+		Policy:          retrypolicy.Policy{BaseDelay: 200 * time.Millisecond, MaxDelay: time.Second},
+		DeliveryTimeout: 2 * time.Second,
+		Logger:          logger(),
+	}
+}
+
+// providerDelivery posts each request to the provider with its id as the
+// idempotency key: Delivered on 2xx, Retry otherwise.
+func providerDelivery(client *ledger.Client) delivery.Func {
+	return func(ctx context.Context, p delivery.Pending) delivery.Outcome {
+		if err := client.Send(ctx, p.ID, p.StagedAt); err != nil {
+			return delivery.Retry(err)
+		}
+		return delivery.Delivered()
+	}
+}
+
+// stamped hands each record to sink with the time its hand began, which
+// the delivery passes on to the provider: the start of the window in which
+// a fault can make the provider see the request again.
+func stamped(sink relay.Sink) relay.Sink {
+	return relay.SinkFunc(func(ctx context.Context, rec relay.Record) relay.Result {
+		return sink.Handle(ledger.WithHandStart(ctx, time.Now().Round(0)), rec)
+	})
+}
+
+// withParams returns the connection string raw with the query parameters
+// set.
+func withParams(t *testing.T, raw string, params map[string]string) string {
+	t.Helper()
+	u, err := url.Parse(raw)
+	require.NoError(t, err)
+	q := u.Query()
+	for k, v := range params {
+		q.Set(k, v)
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+type testBundle struct {
+	cluster  *pgtemp.Cluster // the test's own server; nil on the shared one
+	url      string          // base connection string, empty search_path
+	db       *sql.DB         // the test's own pool: staging and looking
+	schema   string
+	ob       *relay.Outbox
+	provider *ledger.Provider
+	client   *ledger.Client // the in-process relay's
+	faults   *ledger.Faults
+	known    *idLog // ids whose staging the test saw commit
+}
+
+// idLog collects ids from many goroutines.
+type idLog struct {
+	mu  sync.Mutex
+	ids []uuid.UUID
+}
+
+func (l *idLog) add(ids []uuid.UUID) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ids = append(l.ids, ids...)
+}
+
+func (l *idLog) list() []uuid.UUID {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]uuid.UUID(nil), l.ids...)
+}
+
+// setupShared gives the test a schema of its own on the shared cluster.
+func setupShared(t *testing.T) testBundle {
+	t.Helper()
+	schema := pgtest.Schema(t, tidings.Migrate)
+	return newBundle(t, nil, pgtest.URL(t), schema)
+}
+
+// setupCluster starts a durable cluster for the test alone, as a
+// production server runs, because the test stops it or cuts its sessions.
+func setupCluster(t *testing.T) testBundle {
+	t.Helper()
+	cluster, err := pgtemp.Start(t.Context(), &pgtemp.Options{Durable: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, cluster.Stop()) })
+	base := withParams(t, cluster.URL(), map[string]string{"options": "-c search_path="})
+	b := newBundle(t, cluster, base, relay.SchemaDefault)
+	require.NoError(t, tidings.Migrate(t.Context(), b.db, b.schema))
+	return b
+}
+
+func newBundle(t *testing.T, cluster *pgtemp.Cluster, base, schema string) testBundle {
+	t.Helper()
+	b := testBundle{cluster: cluster, url: base, schema: schema, faults: &ledger.Faults{}, known: &idLog{}}
+	var err error
+	b.ob, err = relay.NewOutbox(schema)
+	require.NoError(t, err)
+	b.db, err = sql.Open("postgres", b.dsn(t, appTest))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = b.db.Close() })
+	b.provider, err = ledger.StartProvider(latencyMin, latencyMax)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, b.provider.Close()) })
+	b.client = ledger.NewClient(b.provider.URL())
+	t.Cleanup(b.client.Close)
+	return b
+}
+
+// dsn is the base connection string with application_name app.
+func (b testBundle) dsn(t *testing.T, app string) string {
+	t.Helper()
+	return withParams(t, b.url, map[string]string{"application_name": app})
+}
+
+// runRelay supervises an in-process relay with the dispatcher, on a pool
+// of its own named appRelay, and returns a function that stops it (also
+// called when the test ends).
+func (b testBundle) runRelay(t *testing.T, cfg relay.Config) (stop func()) {
+	t.Helper()
+	db, err := sql.Open("postgres", b.dsn(t, appRelay))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	// A connection per hand, kept open (see child).
+	db.SetMaxOpenConns(cfg.Concurrency + 8)
+	db.SetMaxIdleConns(cfg.Concurrency + 8)
+	dcfg := dispatcherConfig(b.schema, b.client)
+	d, err := notification.NewDispatcher(db, &dcfg)
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- relay.Supervise(ctx, db, &cfg, stamped(d)) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			require.NoError(t, <-done)
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// stage commits n notification requests in one statement and returns
+// their ids.
+func (b testBundle) stage(ctx context.Context, n int) ([]uuid.UUID, error) {
+	msgs := make([]relay.Message, n)
+	for i := range msgs {
+		msg, err := notification.Request{Channel: channel, Recipient: fmt.Sprintf("user%d@example.invalid", i),
+			Template: "fault"}.Message(module)
+		if err != nil {
+			return nil, err
+		}
+		msgs[i] = msg
+	}
+	ids, err := b.ob.StageBatch(ctx, b.db, msgs)
+	if err != nil {
+		return nil, err
+	}
+	b.known.add(ids)
+	return ids, nil
+}
+
+// mustStage stages n requests in batches of at most 500.
+func (b testBundle) mustStage(t *testing.T, n int) {
+	t.Helper()
+	for n > 0 {
+		k := min(n, 500)
+		_, err := b.stage(t.Context(), k)
+		require.NoError(t, err)
+		n -= k
+	}
+}
+
+// stageRetrying stages n requests, retrying while the server is away, as
+// an application retries its write. An error on commit may hide a commit
+// that happened: such rows are staged without the test knowing their ids,
+// and the ledger, which counts the outbox, still accounts for them.
+func (b testBundle) stageRetrying(t *testing.T, n int, within time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), within)
+	defer cancel()
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	for n > 0 {
+		k := min(n, 100)
+		_, err := b.stage(ctx, k)
+		if err == nil {
+			n -= k
+			continue
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			t.Fatalf("could not stage within %s: %v", within, err)
+		}
+	}
+}
+
+// load stages batch requests every interval until stopped, and counts what
+// it staged. Failed batches are retried on the next tick.
+type load struct {
+	stop   func() // stops the load and waits for it
+	staged func() int
+}
+
+func (b testBundle) startLoad(t *testing.T, interval time.Duration, batch int) load {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	var (
+		mu     sync.Mutex
+		staged int
+		errs   int
+		wg     sync.WaitGroup
+	)
+	wg.Go(func() {
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tick.C:
+			case <-ctx.Done():
+				return
+			}
+			_, err := b.stage(ctx, batch)
+			mu.Lock()
+			if err == nil {
+				staged += batch
+			} else if ctx.Err() == nil {
+				errs++
+			}
+			mu.Unlock()
+		}
+	})
+	var once sync.Once
+	l := load{
+		stop: func() {
+			once.Do(func() {
+				cancel()
+				wg.Wait()
+				mu.Lock()
+				defer mu.Unlock()
+				t.Logf("load: staged %d, %d failed batches", staged, errs)
+			})
+		},
+		staged: func() int {
+			mu.Lock()
+			defer mu.Unlock()
+			return staged
+		},
+	}
+	t.Cleanup(l.stop)
+	return l
+}
+
+// counts reads the states of the module's rows.
+func (b testBundle) counts(ctx context.Context) (ledger.Counts, error) {
+	return ledger.Count(ctx, b.db, b.schema, module)
+}
+
+// waitProcessed waits until no row is pending, and fails the test on a
+// dead row or when within runs out. Reads that fail (the server may be
+// restarting) are retried. Both counts use the outbox's partial indexes,
+// so polling stays cheap however many rows are processed.
+func (b testBundle) waitProcessed(t *testing.T, within time.Duration) {
+	t.Helper()
+	var pending, dead int
+	var err error
+	waitFor(t, within, func() bool {
+		err = b.db.QueryRowContext(t.Context(), `SELECT
+				(SELECT count(*) FROM "`+b.schema+`".outbox WHERE module = $1
+					AND processed_at IS NULL AND failed_at IS NULL AND cancelled_at IS NULL),
+				(SELECT count(*) FROM "`+b.schema+`".outbox WHERE failed_at IS NOT NULL)`, module).Scan(&pending, &dead)
+		if err != nil {
+			return false
+		}
+		require.Zero(t, dead, "dead rows")
+		return pending == 0
+	}, func() string { return fmt.Sprintf("no row pending: %d pending (last error: %v)", pending, err) })
+}
+
+// waitFor polls cond every pollInterval until it holds, and fails the test
+// when within runs out, saying what it waited for.
+func waitFor(t *testing.T, within time.Duration, cond func() bool, what func() string) {
+	t.Helper()
+	deadline := time.NewTimer(within)
+	defer deadline.Stop()
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-deadline.C:
+			t.Fatalf("waited %s for %s", within, what())
+		case <-t.Context().Done():
+			t.Fatalf("test ended while waiting for %s", what())
+		}
+	}
+}
+
+// sessions counts the server's sessions named app.
+func (b testBundle) sessions(t *testing.T, app string) int {
+	t.Helper()
+	var n int
+	require.NoError(t, b.db.QueryRowContext(t.Context(),
+		`SELECT count(*) FROM pg_stat_activity WHERE application_name = $1`, app).Scan(&n))
+	return n
+}
+
+// checkLedger settles the accounts and fails the test unless they hold.
+func (b testBundle) checkLedger(t *testing.T) *ledger.Report {
+	t.Helper()
+	r, err := ledger.Check(t.Context(), b.db, ledger.Config{Schema: b.schema, Module: module, Consumer: consumer, Known: b.known.list()},
+		b.provider.Receipts(), b.faults.List())
+	require.NoError(t, err)
+	t.Logf("ledger:\n%s", r)
+	require.True(t, r.OK(), "the ledger does not hold:\n%s", r)
+	return r
+}

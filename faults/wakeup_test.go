@@ -1,0 +1,102 @@
+package faults_test
+
+import (
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/lib/pq"
+	"github.com/stretchr/testify/require"
+)
+
+// listenRole is the role of the relay's LISTEN session in the lost
+// wake-up test: a role of its own, so the test can keep that session away
+// (NOLOGIN) without touching any other.
+const listenRole = "faults_listener"
+
+// Item 6 of the issue: the LISTEN session is killed while events are
+// staged, and kept from reconnecting, so every wake-up sent meanwhile is
+// lost and the reconnect's own look comes too late to help. The sweep is
+// the safety net: every event, whenever it was staged, is processed within
+// twice the sweep interval of its staging.
+func TestLostWakeUp(t *testing.T) {
+	t.Parallel()
+	b := setupCluster(t)
+	_, err := b.db.ExecContext(t.Context(), `CREATE ROLE `+listenRole+` LOGIN`)
+	require.NoError(t, err)
+	const sweep = time.Second
+	listenDSN, err := url.Parse(b.dsn(t, appListen))
+	require.NoError(t, err)
+	listenDSN.User = url.User(listenRole)
+	cfg := relayConfig(b.schema, listenDSN.String())
+	cfg.SweepInterval = sweep
+	stopRelay := b.runRelay(t, cfg)
+	waitFor(t, 10*time.Second, func() bool { return b.sessions(t, appListen) == 1 },
+		func() string { return "the LISTEN session" })
+
+	// Stage 5 events every 100 ms for 3.5 s. At 0.5 s the LISTEN session
+	// is killed and kept away for 2.5 s, two and a half sweeps.
+	const (
+		every               = 100 * time.Millisecond
+		ticks               = 35
+		killAt, restoreAt   = 5, 30
+		perTick             = 5
+		maxLatency          = 2 * sweep
+		listenerBackWithin  = 10 * time.Second
+		everythingProcessed = 20 * time.Second
+	)
+	var phases [3][]string // ids staged before, during and after the outage
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for i := range ticks {
+		switch i {
+		case killAt:
+			require.NoError(t, b.faults.Inject("listener killed", func() error {
+				if _, err := b.db.ExecContext(t.Context(), `ALTER ROLE `+listenRole+` NOLOGIN`); err != nil {
+					return err
+				}
+				_, err := b.db.ExecContext(t.Context(), `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, appListen)
+				return err
+			}))
+			waitFor(t, 5*time.Second, func() bool { return b.sessions(t, appListen) == 0 },
+				func() string { return "the LISTEN session to go" })
+		case restoreAt:
+			require.Zero(t, b.sessions(t, appListen), "the LISTEN session stayed away")
+			_, err := b.db.ExecContext(t.Context(), `ALTER ROLE `+listenRole+` LOGIN`)
+			require.NoError(t, err)
+		}
+		ids, err := b.stage(t.Context(), perTick)
+		require.NoError(t, err)
+		phase := 0
+		if i >= killAt {
+			phase = 1
+		}
+		if i >= restoreAt {
+			phase = 2
+		}
+		for _, id := range ids {
+			phases[phase] = append(phases[phase], id.String())
+		}
+		<-tick.C
+	}
+	b.waitProcessed(t, everythingProcessed)
+	waitFor(t, listenerBackWithin, func() bool { return b.sessions(t, appListen) == 1 },
+		func() string { return "the LISTEN session to come back" })
+
+	// Staging to processing, on the database clock, by phase.
+	for i, name := range []string{"before the kill", "while the LISTEN session was away", "after it came back"} {
+		var n int
+		var worst, median float64
+		require.NoError(t, b.db.QueryRowContext(t.Context(), `SELECT count(*),
+				extract(epoch FROM max(processed_at - created_at)),
+				extract(epoch FROM percentile_cont(0.5) WITHIN GROUP (ORDER BY processed_at - created_at))
+			FROM "`+b.schema+`".outbox WHERE id = ANY($1::uuid[])`, pq.Array(phases[i])).Scan(&n, &worst, &median))
+		t.Logf("%d events staged %s: staging to processing took at most %.3f s (median %.3f s); sweep %s",
+			n, name, worst, median, sweep)
+		require.Equal(t, len(phases[i]), n)
+		require.LessOrEqual(t, worst, maxLatency.Seconds(), "every event is processed within twice the sweep interval")
+	}
+
+	stopRelay()
+	b.checkLedger(t)
+}

@@ -1,0 +1,96 @@
+package ledger_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/tidings-go/tidings/internal/ledger"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func TestExplain(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	a, b, c := uuid.New(), uuid.New(), uuid.New()
+	receipts := []ledger.Receipt{
+		{ID: a, HandStart: at(0), At: at(10)},
+		{ID: a, HandStart: at(3000), At: at(3010)}, // the fault at 50-60 ms hit the first hand
+		{ID: b, HandStart: at(100), At: at(110)},
+		{ID: b, HandStart: at(200), At: at(210)}, // no fault between 100 and 210 ms
+		{ID: c, At: at(20)},                      // no hand start: the window opens at the receipt
+		{ID: c, At: at(4000)},
+	}
+	faults := []ledger.Fault{{Kind: "kill", Before: at(50), After: at(60)}}
+	duplicated, extra, explained, unexplained := ledger.Explain(receipts, faults)
+	require.Equal(t, 3, duplicated)
+	require.Equal(t, 3, extra)
+	require.Equal(t, 2, explained)
+	require.Len(t, unexplained, 1)
+	require.Equal(t, b, unexplained[0].ID)
+
+	// A fault that ended just as the hand began still overlaps it.
+	_, _, explained, unexplained = ledger.Explain(receipts[2:4], []ledger.Fault{{Before: at(90), After: at(100)}})
+	require.Equal(t, 1, explained)
+	require.Empty(t, unexplained)
+	// One that ended before it does not.
+	_, _, explained, _ = ledger.Explain(receipts[2:4], []ledger.Fault{{Before: at(90), After: at(99)}})
+	require.Zero(t, explained)
+}
+
+func TestPercentile(t *testing.T) {
+	t.Parallel()
+	var ds []time.Duration
+	for i := 100; i >= 1; i-- {
+		ds = append(ds, time.Duration(i)*time.Millisecond)
+	}
+	require.Equal(t, 50*time.Millisecond, ledger.Percentile(ds, 50))
+	require.Equal(t, 99*time.Millisecond, ledger.Percentile(ds, 99))
+	require.Equal(t, 100*time.Millisecond, ledger.Percentile(ds, 100))
+	require.Zero(t, ledger.Percentile(nil, 50))
+}
+
+func TestProviderRecordsEveryRequest(t *testing.T) {
+	t.Parallel()
+	p, err := ledger.StartProvider(time.Millisecond, 2*time.Millisecond)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, p.Close()) })
+	c := ledger.NewClient(p.URL())
+	t.Cleanup(c.Close)
+
+	id := uuid.New()
+	staged := time.Now().Add(-time.Second).Round(0)
+	start := time.Now().Round(0)
+	ctx := ledger.WithHandStart(t.Context(), start)
+	require.NoError(t, c.Send(ctx, id, staged))
+	require.NoError(t, c.Send(ctx, id, staged))
+	n, err := p.WaitDistinct(t.Context(), 1)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+
+	got := p.Receipts()
+	require.Len(t, got, 2)
+	for _, r := range got {
+		require.Equal(t, id, r.ID)
+		require.Equal(t, id.String(), r.Key)
+		require.True(t, staged.Equal(r.StagedAt))
+		require.True(t, start.Equal(r.HandStart))
+		require.False(t, r.At.Before(start))
+	}
+	receipts, distinct := p.Counts()
+	require.Equal(t, 2, receipts)
+	require.Equal(t, 1, distinct)
+
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Millisecond)
+	defer cancel()
+	_, err = p.WaitDistinct(ctx, 2)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+}
