@@ -45,7 +45,7 @@ var importRules = []struct {
 	{pkg: "recording", may: []string{"delivery"}},
 	{pkg: "notification", may: []string{"relay", "inbox", "delivery", "retrypolicy", "internal/..."}},
 	{pkg: "internal/...", may: []string{"internal/..."}}, // below everything else
-	{pkg: "faults", may: []string{"..."}}, // the fault suite: tests only
+	{pkg: "faults", may: []string{"..."}},                // the fault suite: tests only
 	{pkg: "examples/...", may: []string{"..."}},
 	{pkg: "cmd/...", may: []string{"..."}},
 }
