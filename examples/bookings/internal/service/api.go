@@ -42,8 +42,12 @@ func (s *Service) createUser(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &u) {
 		return
 	}
+	// Creating a user that exists updates it, so the demo can run again
+	// against the same database.
 	_, err := s.db.ExecContext(r.Context(), `INSERT INTO bookings.users (id, name, email, phone, push_token)
-		VALUES ($1, $2, $3, $4, $5)`, u.ID, u.Name, u.Email, u.Phone, u.PushToken)
+		VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (id) DO UPDATE SET name = $2, email = $3, phone = $4, push_token = $5`,
+		u.ID, u.Name, u.Email, u.Phone, u.PushToken)
 	if err != nil {
 		s.fail(w, r, err)
 		return
