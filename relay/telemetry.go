@@ -24,8 +24,11 @@ const (
 )
 
 type telemetry struct {
-	tracer       trace.Tracer
-	module       attribute.KeyValue
+	tracer trace.Tracer
+	// The attribute sets, built once: building one per record (sorting and
+	// hashing) cost more CPU than the rest of the hand's telemetry.
+	module       metric.MeasurementOption
+	byOutcome    [outcomeUnsure + 1]metric.MeasurementOption
 	handedCount  metric.Int64Counter
 	settledCount metric.Int64Counter
 	duration     metric.Float64Histogram
@@ -41,7 +44,11 @@ func newTelemetry(cfg Config) (telemetry, error) {
 		mp = otel.GetMeterProvider()
 	}
 	meter := mp.Meter(ScopeName)
-	t := telemetry{tracer: tp.Tracer(ScopeName), module: attribute.String(attrModule, cfg.Module)}
+	module := attribute.String(attrModule, cfg.Module)
+	t := telemetry{tracer: tp.Tracer(ScopeName), module: metric.WithAttributeSet(attribute.NewSet(module))}
+	for o := range t.byOutcome {
+		t.byOutcome[o] = metric.WithAttributeSet(attribute.NewSet(module, attribute.String(attrOutcome, outcome(o).String())))
+	}
 	var err error
 	if t.handedCount, err = meter.Int64Counter(MetricHanded, metric.WithUnit("{record}"),
 		metric.WithDescription("Records handed to the sink.")); err != nil {
@@ -63,15 +70,15 @@ func newTelemetry(cfg Config) (telemetry, error) {
 }
 
 func (t telemetry) handed(ctx context.Context, lag time.Duration) {
-	t.handedCount.Add(ctx, 1, metric.WithAttributes(t.module))
-	t.lag.Record(ctx, lag.Seconds(), metric.WithAttributes(t.module))
+	t.handedCount.Add(ctx, 1, t.module)
+	t.lag.Record(ctx, lag.Seconds(), t.module)
 }
 
 func (t telemetry) finished(ctx context.Context, o outcome, took time.Duration) {
-	t.duration.Record(ctx, took.Seconds(), metric.WithAttributes(t.module))
+	t.duration.Record(ctx, took.Seconds(), t.module)
 	t.settled(ctx, o)
 }
 
 func (t telemetry) settled(ctx context.Context, o outcome) {
-	t.settledCount.Add(ctx, 1, metric.WithAttributes(t.module, attribute.String(attrOutcome, o.String())))
+	t.settledCount.Add(ctx, 1, t.byOutcome[o])
 }
