@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -117,11 +119,11 @@ func (o *Outbox) Reemit(ctx context.Context, db *sql.DB, f *DeadFilter) (int64, 
 		return 0, fmt.Errorf("relay: re-emit: %w", err)
 	}
 	var total int64
-	for module, n := range counts {
-		if _, err := tx.ExecContext(ctx, o.q.notify, o.q.channel, module); err != nil {
-			return 0, fmt.Errorf("relay: re-emit: wake %s: %w", module, err)
-		}
+	for _, n := range counts {
 		total += n
+	}
+	if _, err := tx.ExecContext(ctx, o.q.notify, o.q.channel, pq.Array(slices.Collect(maps.Keys(counts)))); err != nil {
+		return 0, fmt.Errorf("relay: re-emit: wake: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
 		return 0, fmt.Errorf("relay: re-emit: commit: %w", err)

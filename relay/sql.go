@@ -123,7 +123,8 @@ func newQueries(schema string) queries {
 					AND ($5::uuid[] IS NULL OR id = ANY($5))
 				RETURNING module)
 			SELECT module, count(*) FROM up GROUP BY module`),
-		notify: `SELECT pg_notify($1, $2)`,
+		// One wake-up per module: $2 is the modules.
+		notify: `SELECT pg_notify($1, m) FROM unnest($2::text[]) AS m`,
 
 		purge: r.Replace(`DELETE FROM {t} WHERE id IN (
 				SELECT id FROM {t}

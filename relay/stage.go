@@ -83,8 +83,8 @@ var defaultOutbox, _ = NewOutbox(SchemaDefault)
 // WithoutWakeUp returns an Outbox that stages without waking relays at
 // commit. NOTIFY takes a lock at commit that serializes committing
 // writers; where that costs the writers more than it gains, stage through
-// this Outbox and let the relays poll: set their SweepInterval short, or
-// leave ListenDSN empty. Records are handed either way.
+// this Outbox and wake the relays after the commit with a [Waker], or let
+// them poll (a short SweepInterval). Records are handed either way.
 func (o *Outbox) WithoutWakeUp() *Outbox {
 	quiet := *o
 	quiet.quiet = true
