@@ -1,0 +1,271 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// errUsage is a command line that cannot run; flag has said why.
+var errUsage = errors.New("usage")
+
+// scenarios in the order they run.
+var scenarios = []string{"ceiling", "stage", "steady", "drain", "sustain", "backlog"}
+
+// config is the command line.
+type config struct {
+	database string
+	only     []string
+	runs     int
+	longRuns int // runs of sustain and backlog
+
+	// drain
+	events      int
+	groups      []int
+	batches     []int
+	concurrency []int
+	drains      []drainConfig // explicit settings; nil means every combination of the three lists
+	stageChunk  int
+
+	// steady
+	rate          int
+	duration      time.Duration
+	warmup        time.Duration
+	wakes         []wake
+	steadyGroups  []int
+	steadyWriters int
+
+	// sustain
+	sustain       time.Duration
+	sustainEvents int
+	window        time.Duration
+
+	// stage
+	writers       []int
+	stageDuration time.Duration
+	stageModes    []string
+
+	// backlog
+	backlogs []int
+
+	// ceiling
+	ceilingDuration  time.Duration
+	ceilingClients1  int
+	ceilingClients50 int
+	ceilingRows1     int
+	ceilingRows50    int
+	ceilingStage     bool
+	pgbench          string
+
+	cpuprofile string
+
+	// flags is every flag with its value, for the report.
+	flags [][2]string
+}
+
+// wake is one wake-up path of the relay.
+type wake struct {
+	name   string
+	listen bool          // the relay LISTENs
+	after  bool          // the wake-up is sent after the commit, by a relay.Waker
+	sweep  time.Duration // the sweep interval; 0 is the relay's default
+}
+
+func (w wake) String() string { return w.name }
+
+// notify reports whether staging sends the wake-up inside the writer's
+// transaction: when the relay listens and no relay.Waker sends it after.
+func (w wake) notify() bool { return w.listen && !w.after }
+
+func parseConfig(args []string, stderr io.Writer) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("tidings-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var drains, stageModes, only, groups, batches, conc, wakes, steadyGroups, writers, backlogs string
+	fs.StringVar(&c.database, "database", "", "PostgreSQL URL; empty starts a durable throwaway cluster (fsync and synchronous_commit on)")
+	fs.StringVar(&only, "only", strings.Join(scenarios, ","), "scenarios to run: "+strings.Join(scenarios, ","))
+	fs.IntVar(&c.runs, "runs", 1, "how many times to run each scenario; the tables show medians")
+	fs.IntVar(&c.longRuns, "long-runs", 0, "how many times to run sustain and backlog; 0 means -runs")
+
+	fs.IntVar(&c.events, "events", 100_000, "drain: requests staged in advance")
+	fs.StringVar(&groups, "group", "1,50", "drain: notification GroupSize values")
+	fs.StringVar(&batches, "batch", "50", "drain: relay BatchSize values")
+	fs.StringVar(&conc, "concurrency", "50", "drain: relay Concurrency values")
+	fs.StringVar(&drains, "drain", "", "drain: explicit settings as GroupSize/BatchSize/Concurrency triples, e.g. 1/50/50,200/200/200; overrides -group, -batch and -concurrency")
+	fs.IntVar(&c.stageChunk, "stage-chunk", 5000, "requests per StageBatch when staging a backlog")
+
+	fs.IntVar(&c.rate, "rate", 1000, "steady: requests staged per second, one per transaction")
+	fs.DurationVar(&c.duration, "duration", 20*time.Second, "steady: how long to stage at -rate (after -warmup)")
+	fs.DurationVar(&c.warmup, "warmup", time.Second, "steady: leading time whose requests are left out of the latencies")
+	fs.StringVar(&wakes, "wake", "listen,poll10ms,both", "steady: wake-up paths: listen, after (NOTIFY sent after the commit by a relay.Waker), poll<interval>, both (listen and a 10ms poll) or both<interval>")
+	fs.StringVar(&steadyGroups, "steady-group", "1", "steady: notification GroupSize values")
+	fs.IntVar(&c.steadyWriters, "steady-writers", 32, "steady: goroutines that stage on the fixed schedule")
+
+	fs.DurationVar(&c.sustain, "sustain", 2*time.Minute, "sustain: how long the drain must last")
+	fs.IntVar(&c.sustainEvents, "sustain-events", 0, "sustain: requests to stage; 0 sizes them from the drain's rate (or 1,000,000)")
+	fs.DurationVar(&c.window, "window", 20*time.Second, "sustain: width of a rate window")
+
+	fs.StringVar(&writers, "writers", "1,8,32", "stage: concurrent writers")
+	fs.StringVar(&stageModes, "stage-wake", "none,notify,after", "stage: wake-up modes: none (WithoutWakeUp), notify (NOTIFY in the writer's transaction), after (NOTIFY after the commit by a relay.Waker)")
+	fs.DurationVar(&c.stageDuration, "stage-duration", 10*time.Second, "stage: time per writers and wake-up pair")
+
+	fs.StringVar(&backlogs, "backlog", "10000,1000000", "backlog: pending requests per drain; the relay runs in a child process (sizes up to 100,000 run at least 5 times)")
+
+	fs.DurationVar(&c.ceilingDuration, "ceiling-duration", 20*time.Second, "ceiling: pgbench -T of the delivery scripts")
+	fs.IntVar(&c.ceilingClients1, "ceiling-clients1", 16, "ceiling: pgbench clients of the one-delivery script")
+	fs.IntVar(&c.ceilingClients50, "ceiling-clients50", 4, "ceiling: pgbench clients of the 50-deliveries script")
+	fs.IntVar(&c.ceilingRows1, "ceiling-rows1", 300_000, "ceiling: rows pre-filled for the one-delivery script")
+	fs.IntVar(&c.ceilingRows50, "ceiling-rows50", 1_500_000, "ceiling: rows pre-filled for the 50-deliveries script")
+	fs.BoolVar(&c.ceilingStage, "ceiling-stage", true, "ceiling: also run the staging insert with pgbench for each -writers")
+	fs.StringVar(&c.pgbench, "pgbench", "", "pgbench binary; empty looks on PATH, then in /usr/lib/postgresql/*/bin")
+
+	fs.StringVar(&c.cpuprofile, "cpuprofile", "", "write a CPU profile of this process to the file (a backlog child writes FILE.backlog-N)")
+
+	if err := fs.Parse(args); err != nil {
+		return c, errUsage
+	}
+	fs.VisitAll(func(f *flag.Flag) {
+		if f.Name != "database" {
+			c.flags = append(c.flags, [2]string{f.Name, f.Value.String()})
+		}
+	})
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "unexpected arguments: %q\n", fs.Args())
+		return c, errUsage
+	}
+	var err error
+	fail := func(name string, e error) error {
+		fmt.Fprintf(stderr, "-%s: %v\n", name, e)
+		return errUsage
+	}
+	for s := range strings.SplitSeq(only, ",") {
+		s = strings.TrimSpace(s)
+		if !slices.Contains(scenarios, s) {
+			return c, fail("only", fmt.Errorf("unknown scenario %q", s))
+		}
+		c.only = append(c.only, s)
+	}
+	if c.groups, err = ints(groups, 1); err != nil {
+		return c, fail("group", err)
+	}
+	if c.batches, err = ints(batches, 1); err != nil {
+		return c, fail("batch", err)
+	}
+	if c.concurrency, err = ints(conc, 1); err != nil {
+		return c, fail("concurrency", err)
+	}
+	if drains != "" {
+		for t := range strings.SplitSeq(drains, ",") {
+			t = strings.TrimSpace(t)
+			v, err := ints(strings.ReplaceAll(t, "/", ","), 1)
+			if err != nil || len(v) != 3 {
+				return c, fail("drain", fmt.Errorf("%q: want GroupSize/BatchSize/Concurrency", t))
+			}
+			c.drains = append(c.drains, drainConfig{group: v[0], batch: v[1], conc: v[2]})
+		}
+	}
+	if c.steadyGroups, err = ints(steadyGroups, 1); err != nil {
+		return c, fail("steady-group", err)
+	}
+	if c.writers, err = ints(writers, 1); err != nil {
+		return c, fail("writers", err)
+	}
+	if c.backlogs, err = ints(backlogs, 1); err != nil {
+		return c, fail("backlog", err)
+	}
+	for m := range strings.SplitSeq(stageModes, ",") {
+		m = strings.TrimSpace(m)
+		if !slices.Contains([]string{"none", "notify", "after"}, m) {
+			return c, fail("stage-wake", fmt.Errorf("unknown mode %q", m))
+		}
+		c.stageModes = append(c.stageModes, m)
+	}
+	for s := range strings.SplitSeq(wakes, ",") {
+		w, err := parseWake(strings.TrimSpace(s))
+		if err != nil {
+			return c, fail("wake", err)
+		}
+		c.wakes = append(c.wakes, w)
+	}
+	for _, v := range []struct {
+		name string
+		ok   bool
+	}{
+		{"runs", c.runs >= 1},
+		{"long-runs", c.longRuns >= 0},
+		{"events", c.events >= 1},
+		{"rate", c.rate >= 1},
+		{"duration", c.duration > 0},
+		{"warmup", c.warmup >= 0},
+		{"steady-writers", c.steadyWriters >= 1},
+		{"sustain", c.sustain > 0},
+		{"sustain-events", c.sustainEvents >= 0},
+		{"window", c.window > 0},
+		{"stage-duration", c.stageDuration >= time.Second}, // pgbench -T counts whole seconds
+		{"stage-chunk", c.stageChunk >= 1},
+		{"ceiling-duration", c.ceilingDuration >= time.Second},
+		{"ceiling-clients1", c.ceilingClients1 >= 1},
+		{"ceiling-clients50", c.ceilingClients50 >= 1},
+		{"ceiling-rows1", c.ceilingRows1 >= 1},
+		{"ceiling-rows50", c.ceilingRows50 >= 50},
+	} {
+		if !v.ok {
+			return c, fail(v.name, errors.New("out of range"))
+		}
+	}
+	if c.longRuns == 0 {
+		c.longRuns = c.runs
+	}
+	return c, nil
+}
+
+// wants reports whether scenario s is to run.
+func (c config) wants(s string) bool { return slices.Contains(c.only, s) }
+
+// ints parses a comma-separated list of integers of at least lo.
+func ints(s string, lo int) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(s, ",") {
+		f = strings.ReplaceAll(strings.TrimSpace(f), "_", "")
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not an integer", f)
+		}
+		if n < lo {
+			return nil, fmt.Errorf("%d is below %d", n, lo)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// parseWake reads listen, poll<interval>, both or both<interval>.
+func parseWake(s string) (wake, error) {
+	interval := func(rest string) (time.Duration, error) {
+		d, err := time.ParseDuration(rest)
+		if err != nil || d <= 0 {
+			return 0, fmt.Errorf("%q: want a positive interval such as 10ms", s)
+		}
+		return d, nil
+	}
+	switch {
+	case s == "listen":
+		return wake{name: s, listen: true}, nil
+	case s == "after":
+		return wake{name: s, listen: true, after: true}, nil
+	case s == "both":
+		return wake{name: "both10ms", listen: true, sweep: 10 * time.Millisecond}, nil
+	case strings.HasPrefix(s, "both"):
+		d, err := interval(strings.TrimPrefix(s, "both"))
+		return wake{name: s, listen: true, sweep: d}, err
+	case strings.HasPrefix(s, "poll"):
+		d, err := interval(strings.TrimPrefix(s, "poll"))
+		return wake{name: s, sweep: d}, err
+	}
+	return wake{}, fmt.Errorf("unknown wake-up path %q: want listen, after, poll<interval>, both or both<interval>", s)
+}

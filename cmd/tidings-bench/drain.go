@@ -1,0 +1,339 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/tidings-go/tidings/delivery"
+	"github.com/tidings-go/tidings/notification"
+	"github.com/tidings-go/tidings/relay"
+)
+
+// drainConfig is one setting of the relay and the dispatcher.
+type drainConfig struct {
+	group, batch, conc int
+}
+
+func (d drainConfig) String() string {
+	return fmt.Sprintf("GroupSize %d, BatchSize %d, Concurrency %d", d.group, d.batch, d.conc)
+}
+
+func (d drainConfig) key() string {
+	return fmt.Sprintf("g%d/b%d/c%d", d.group, d.batch, d.conc)
+}
+
+// poolSize is enough connections for the relay and every hand: each
+// request delivered alone holds one for its claim's transaction; a group
+// holds one for all its members, and few groups are open at once.
+func (d drainConfig) poolSize() int {
+	if d.group > 1 {
+		return min(d.conc, 90) + 10
+	}
+	return d.conc + 10
+}
+
+func (d drainConfig) relayConfig(s benchSchema, listenDSN string) relay.Config {
+	return relay.Config{Module: module, Schema: s.name, ListenDSN: listenDSN, BatchSize: d.batch, Concurrency: d.conc}
+}
+
+func (d drainConfig) dispatcher(db *sql.DB, s benchSchema, dl delivery.Delivery) (*notification.Dispatcher, error) {
+	return notification.NewDispatcher(db, &notification.Config{
+		Consumer:   consumer,
+		Schema:     s.name,
+		Deliveries: map[string]delivery.Delivery{channel: dl},
+		GroupSize:  d.group,
+	})
+}
+
+// drainResult is one drain, timed on the database clock from its first
+// settle to its last.
+type drainResult struct {
+	n           int
+	first, last time.Time
+	wall        time.Duration // from the start of Supervise until nothing was pending
+	cpu         cpuUse
+	db          dbUse
+	windows     []float64 // events/s per window, full windows only
+	windowCPU   []cpuUse  // CPU per window from the start of Supervise (the settle windows start a few ms later)
+}
+
+func (r drainResult) rate() float64 {
+	return float64(r.n) / r.last.Sub(r.first).Seconds()
+}
+
+// drainOnce stages n requests in a fresh schema, drains them with the
+// relay and the dispatcher in this process, and checks that each was
+// delivered once. A positive window also returns the rate per window.
+func drainOnce(ctx context.Context, cfg config, srv server, postmaster int, n int, dc drainConfig, window time.Duration) (drainResult, error) {
+	r := drainResult{n: n}
+	db, err := openPool(ctx, srv.dsn, dc.poolSize())
+	if err != nil {
+		return r, err
+	}
+	defer db.Close()
+	s, err := newSchema(ctx, db, "drain")
+	if err != nil {
+		return r, err
+	}
+	defer s.drop(db)
+
+	progress("  staging %d requests", n)
+	ids, err := stageBacklog(ctx, db, s, n, cfg.stageChunk)
+	if err != nil {
+		return r, err
+	}
+	if err := prepareDrain(ctx, db, s); err != nil {
+		return r, err
+	}
+	dl := newCounter(n, ids, false, time.Now())
+	disp, err := dc.dispatcher(db, s, dl)
+	if err != nil {
+		return r, err
+	}
+
+	progress("  draining %d requests: %s", n, dc)
+	dbm, err := startDB(ctx, db)
+	if err != nil {
+		return r, err
+	}
+	meter := startCPU(postmaster)
+	start := time.Now()
+	rl := supervise(db, dc.relayConfig(s, srv.dsn), disp)
+	stopSampling := func() {}
+	if window > 0 {
+		stopSampling = sampleCPU(postmaster, window, &r.windowCPU)
+		defer stopSampling()
+	}
+	// Generous: a tenth of the slowest rate anyone would run this at.
+	deadline := time.Duration(float64(n)/100*float64(time.Second)) + time.Minute
+	select {
+	case <-dl.done:
+	case <-rl.exited:
+		return r, fmt.Errorf("the relay stopped early: %w", rl.stop())
+	case <-time.After(deadline):
+		_ = rl.stop()
+		return r, fmt.Errorf("drain unfinished after %s: %d of %d delivered", deadline, dl.total.Load(), n)
+	case <-ctx.Done():
+		_ = rl.stop()
+		return r, ctx.Err()
+	}
+	if err := waitSettled(ctx, db, s, time.Minute, 2*time.Millisecond); err != nil {
+		_ = rl.stop()
+		return r, err
+	}
+	r.wall = time.Since(start)
+	r.cpu = meter.stop()
+	stopSampling()
+	if r.db, err = dbm.stop(ctx); err != nil {
+		_ = rl.stop()
+		return r, err
+	}
+	if err := rl.stop(); err != nil {
+		return r, err
+	}
+
+	if err := errors.Join(dl.verify(), verifyDrain(ctx, db, s, n)); err != nil {
+		return r, err
+	}
+	if r.first, r.last, err = settleSpan(ctx, db, s); err != nil {
+		return r, err
+	}
+	if window > 0 {
+		if r.windows, err = windows(ctx, db, s, r.first, r.last, window); err != nil {
+			return r, err
+		}
+	}
+	return r, nil
+}
+
+// sampleCPU records the CPU use of each window into out until stopped;
+// stop waits for the sampler, so out is complete once it returns.
+func sampleCPU(postmaster int, window time.Duration, out *[]cpuUse) (stop func()) {
+	done := make(chan struct{})
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		tick := time.NewTicker(window)
+		defer tick.Stop()
+		m := startCPU(postmaster)
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				*out = append(*out, m.stop())
+				m = startCPU(postmaster)
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			close(done)
+			<-exited
+		})
+	}
+}
+
+// windows returns the settle rate of each full window from the first
+// settle.
+func windows(ctx context.Context, db *sql.DB, s benchSchema, first, last time.Time, w time.Duration) ([]float64, error) {
+	full := int(last.Sub(first) / w)
+	rows, err := db.QueryContext(ctx, `SELECT floor(extract(epoch FROM processed_at - $1::timestamptz) / $2)::int AS w, count(*)
+		FROM `+s.q+`.outbox WHERE processed_at IS NOT NULL GROUP BY 1 ORDER BY 1`, first, w.Seconds())
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := make([]float64, full)
+	for rows.Next() {
+		var i, n int
+		if err := rows.Scan(&i, &n); err != nil {
+			return nil, err
+		}
+		if i < full {
+			out[i] = float64(n) / w.Seconds()
+		}
+	}
+	return out, rows.Err()
+}
+
+// drainConfigs are the settings the drain tries: every combination of the
+// flags.
+func (c config) drainConfigs() []drainConfig {
+	if c.drains != nil {
+		return c.drains
+	}
+	var out []drainConfig
+	for _, g := range c.groups {
+		for _, b := range c.batches {
+			for _, cc := range c.concurrency {
+				out = append(out, drainConfig{group: g, batch: b, conc: cc})
+			}
+		}
+	}
+	return out
+}
+
+func drainKey(dc drainConfig) string { return "drain/" + dc.key() }
+
+// runDrain drains -events requests with each setting, -runs times,
+// alternating the settings within a run.
+func runDrain(ctx context.Context, cfg config, srv server, postmaster int, res *results) error {
+	for run := 1; run <= cfg.runs; run++ {
+		for _, dc := range cfg.drainConfigs() {
+			progress("drain, run %d of %d: %s", run, cfg.runs, dc)
+			r, err := drainOnce(ctx, cfg, srv, postmaster, cfg.events, dc, 0)
+			if err != nil {
+				return fmt.Errorf("drain (%s): %w", dc, err)
+			}
+			label := fmt.Sprintf("drain %d, %s", cfg.events, dc)
+			res.add(drainKey(dc), "Drain (in process)", label+": first to last settle", "events/s", r.rate(), ceilDeliver50)
+			res.add(drainKey(dc)+"/wall", "Drain (in process)", label+": start of Supervise to empty", "events/s",
+				float64(r.n)/r.wall.Seconds(), ceilDeliver50)
+			addUse(res, drainKey(dc), "Drain (in process)", label, r.cpu, r.db, r.n, float64(r.n)/r.wall.Seconds())
+		}
+	}
+	return nil
+}
+
+// addUse records where the CPU went during a drain of n events, and what
+// the server wrote for each.
+func addUse(res *results, key, section, label string, u cpuUse, d dbUse, n int, rate float64) {
+	addCPU(res, key, section, label, u)
+	addPerEvent(res, key, section, label, u, rate)
+	addDB(res, key, section, label, d, n)
+}
+
+// addPerEvent records CPU time per event: the measure least disturbed by
+// other work on the machine.
+func addPerEvent(res *results, key, section, label string, u cpuUse, rate float64) {
+	if u.self > 0 {
+		res.add(key+"/us-self", section, label+": relay process CPU per event", "µs", u.self*1e6/rate, "")
+	}
+	if u.serverKnown {
+		res.add(key+"/us-server", section, label+": PostgreSQL CPU per event", "µs", u.server*1e6/rate, "")
+	}
+}
+
+func addCPU(res *results, key, section, label string, u cpuUse) {
+	res.add(key+"/cpu-self", section, label+": CPU of the relay process", "cores", u.self, "")
+	if u.serverKnown {
+		res.add(key+"/cpu-server", section, label+": CPU of PostgreSQL", "cores", u.server, "")
+	}
+	res.add(key+"/cpu-machine", section, label+": CPU of the whole machine", "cores", u.machine, "")
+}
+
+func addDB(res *results, key, section, label string, d dbUse, n int) {
+	res.add(key+"/writetx", section, label+": write transactions (commits) per event", "tx/event", float64(d.writeTx)/float64(n), "")
+	res.add(key+"/wal", section, label+": WAL per event", "bytes/event", float64(d.walBytes)/float64(n), "")
+}
+
+// bestDrain is the setting with the highest median drain rate, or the
+// first setting when the drain did not run.
+func bestDrain(cfg config, res *results) drainConfig {
+	best, bestRate := cfg.drainConfigs()[0], math.Inf(-1)
+	for _, dc := range cfg.drainConfigs() {
+		if v, ok := res.get(drainKey(dc)); ok && v > bestRate {
+			best, bestRate = dc, v
+		}
+	}
+	return best
+}
+
+// runSustain drains enough requests to last -sustain with the best
+// setting and reports the rate per window.
+func runSustain(ctx context.Context, cfg config, srv server, postmaster int, res *results) error {
+	dc := bestDrain(cfg, res)
+	n := cfg.sustainEvents
+	if n == 0 {
+		n = 1_000_000
+		if v, ok := res.get(drainKey(dc)); ok {
+			// A third more than the drain's rate needs, in case it slows.
+			n = int(math.Ceil(v*cfg.sustain.Seconds()*4/3/10_000)) * 10_000
+		}
+	}
+	const section = "Sustained drain"
+	for run := 1; run <= cfg.longRuns; run++ {
+		progress("sustain, run %d of %d: %d requests, %s", run, cfg.longRuns, n, dc)
+		r, err := drainOnce(ctx, cfg, srv, postmaster, n, dc, cfg.window)
+		if err != nil {
+			return fmt.Errorf("sustain: %w", err)
+		}
+		label := fmt.Sprintf("sustain %d, %s", n, dc)
+		res.add("sustain/rate", section, label+": first to last settle", "events/s", r.rate(), ceilDeliver50)
+		res.add("sustain/duration", section, label+": first to last settle", "s", r.last.Sub(r.first).Seconds(), "")
+		want := int(cfg.sustain / cfg.window)
+		if len(r.windows) < want {
+			progress("  WARNING: the drain lasted %s, less than -sustain %s: raise -sustain-events", r.last.Sub(r.first).Round(time.Second), cfg.sustain)
+		}
+		for i, v := range r.windows {
+			span := fmt.Sprintf("window %d (%s to %s)", i+1, time.Duration(i)*cfg.window, time.Duration(i+1)*cfg.window)
+			res.add(fmt.Sprintf("sustain/window/%d", i), section, label+": "+span, "events/s", v, "sustain/window/0")
+			if i < len(r.windowCPU) {
+				u := r.windowCPU[i]
+				if u.serverKnown {
+					res.add(fmt.Sprintf("sustain/window/%d/other", i), section, label+": "+span+": CPU of other work on the machine",
+						"cores", max(u.machine-u.self-u.server, 0), "")
+				}
+			}
+		}
+		// The target's measure: the worst window of the first -sustain
+		// against the first window.
+		if len(r.windows) >= 2 {
+			worst := 0.0
+			for _, v := range r.windows[1:min(want, len(r.windows))] {
+				worst = max(worst, math.Abs(v/r.windows[0]-1))
+			}
+			res.add("sustain/worst", section, fmt.Sprintf("%s: largest departure of a window from the first, over %s", label, cfg.sustain),
+				"%", 100*worst, "")
+		}
+		addUse(res, "sustain", section, label, r.cpu, r.db, r.n, float64(r.n)/r.wall.Seconds())
+	}
+	return nil
+}

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"testing"
+)
+
+// TestMain lets the backlog scenario start this test binary as its relay
+// child, as it starts the command itself.
+func TestMain(m *testing.M) {
+	if arg, ok := childConfigArg(os.Args[1:]); ok {
+		if err := runChild(context.Background(), arg); err != nil {
+			os.Stderr.WriteString("child: " + err.Error() + "\n")
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// Every scenario runs, in miniature, on a throwaway durable cluster of its
+// own, and reports: the drains verify that each request was delivered
+// exactly once and fail the run otherwise.
+func TestEveryScenarioRuns(t *testing.T) {
+	var out bytes.Buffer
+	err := run(t.Context(), []string{
+		"-events", "300", "-drain", "1/50/50,50/50/200",
+		"-rate", "200", "-duration", "1s", "-warmup", "100ms", "-steady-writers", "4", "-wake", "listen,after,poll10ms",
+		"-writers", "1,4", "-stage-duration", "1s",
+		"-sustain", "2s", "-window", "1s", "-sustain-events", "2000",
+		"-backlog", "200,400",
+		"-ceiling-duration", "1s", "-ceiling-clients1", "2", "-ceiling-clients50", "2",
+		"-ceiling-rows1", "3000", "-ceiling-rows50", "10000",
+	}, &out)
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	report := out.String()
+	for _, want := range []string{
+		"- fsync: on",
+		"### Ceiling (pgbench, same run)",
+		"| pgbench: 50 deliveries per tx, 2 clients | events/s |",
+		"| Outbox.Stage, 4 writers, NOTIFY after commit (relay.Waker) | commits/s |",
+		"| relay LISTEN (sweep 30 s), GroupSize 1, 200/s: p99 | ms |",
+		"| drain 300, GroupSize 50, BatchSize 50, Concurrency 200: first to last settle | events/s |",
+		"### Sustained drain",
+		"| backlog 400, GroupSize 50, BatchSize 50, Concurrency 200: relay peak RSS (VmHWM) | MiB |",
+		"### Targets",
+	} {
+		if !strings.Contains(report, want) {
+			t.Errorf("the report lacks %q:\n%s", want, report)
+		}
+	}
+}

@@ -1,0 +1,343 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lib/pq"
+
+	"github.com/tidings-go/tidings/relay"
+)
+
+// steadyResult is one steady run: latencies in ms from the commit's return
+// to the start of the delivery, for the requests after the warm-up.
+type steadyResult struct {
+	lat      []float64 // sorted
+	toHand   []float64 // commit to the relay's hand, sorted; nil if not timed
+	toStart  []float64 // hand to delivery start, sorted; nil if not timed
+	negative int       // deliveries that started before Commit returned
+	commit   []float64 // the writers' BEGIN-to-COMMIT-return, ms, sorted
+	achieved float64   // requests committed per second
+	behind   time.Duration
+}
+
+func pct(sorted []float64, p float64) float64 {
+	if len(sorted) == 0 {
+		return math.NaN()
+	}
+	i := int(math.Ceil(p/100*float64(len(sorted)))) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+// stager stages n requests, one per transaction, on a fixed schedule
+// (request i is due at start + i/rate), from several goroutines so a slow
+// commit does not delay the next: an open loop. afterStage, when set,
+// runs inside each transaction after the request is staged.
+type stager struct {
+	db         *sql.DB
+	ob         *relay.Outbox
+	n, rate    int
+	writers    int
+	base       time.Time
+	afterStage func(ctx context.Context, tx *sql.Tx, i int) error
+	// afterCommit, when set, runs once each commit returned.
+	afterCommit func()
+}
+
+// run returns, per request, when its Commit returned (ns since base) and
+// how long BEGIN to COMMIT took.
+func (st stager) run(ctx context.Context) (committed []int64, took []time.Duration, behind time.Duration, err error) {
+	committed = make([]int64, st.n)
+	took = make([]time.Duration, st.n)
+	tickets := make(chan int, st.n)
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	for range st.writers {
+		wg.Go(func() {
+			for i := range tickets {
+				t0 := time.Now()
+				if err := st.one(ctx, i); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+					return
+				}
+				committed[i] = int64(time.Since(st.base))
+				took[i] = time.Since(t0)
+				if st.afterCommit != nil {
+					st.afterCommit()
+				}
+			}
+		})
+	}
+	interval := time.Second / time.Duration(st.rate)
+	start := time.Now()
+	for i := range st.n {
+		due := start.Add(time.Duration(i) * interval)
+		if d := time.Until(due); d > 0 {
+			time.Sleep(d)
+		} else {
+			behind = max(behind, -d)
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		tickets <- i
+	}
+	close(tickets)
+	wg.Wait()
+	return committed, took, behind, errors.Join(append(errs, ctx.Err())...)
+}
+
+func (st stager) one(ctx context.Context, i int) error {
+	msg, err := request(i).Message(module)
+	if err != nil {
+		return err
+	}
+	tx, err := st.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := st.ob.Stage(ctx, tx, msg); err != nil {
+		return err
+	}
+	if st.afterStage != nil {
+		if err := st.afterStage(ctx, tx, i); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+// summarize turns the stager's and the delivery's times into a result.
+func summarize(committed []int64, took []time.Duration, starts, hands func(i int) int64, warm int, behind time.Duration) steadyResult {
+	r := steadyResult{behind: behind}
+	for i := warm; i < len(committed); i++ {
+		d := float64(starts(i)-committed[i]) / 1e6
+		if d < 0 {
+			r.negative++
+		}
+		r.lat = append(r.lat, d)
+		r.commit = append(r.commit, float64(took[i])/1e6)
+		if hands != nil {
+			r.toHand = append(r.toHand, float64(hands(i)-committed[i])/1e6)
+			r.toStart = append(r.toStart, float64(starts(i)-hands(i))/1e6)
+		}
+	}
+	slices.Sort(r.lat)
+	slices.Sort(r.toHand)
+	slices.Sort(r.toStart)
+	slices.Sort(r.commit)
+	lo, hi := slices.Min(committed), slices.Max(committed)
+	r.achieved = float64(len(committed)-1) / (float64(hi-lo) / 1e9)
+	return r
+}
+
+// steadyOnce runs the relay with wake-up path w and stages at -rate.
+func steadyOnce(ctx context.Context, cfg config, srv server, w wake, group int) (steadyResult, error) {
+	dc := drainConfig{group: group, batch: relay.BatchSizeDefault, conc: relay.ConcurrencyDefault}
+	db, err := openPool(ctx, srv.dsn, cfg.steadyWriters+dc.poolSize()+1)
+	if err != nil {
+		return steadyResult{}, err
+	}
+	defer db.Close()
+	s, err := newSchema(ctx, db, "steady")
+	if err != nil {
+		return steadyResult{}, err
+	}
+	defer s.drop(db)
+
+	n := int(float64(cfg.rate) * (cfg.warmup + cfg.duration).Seconds())
+	base := time.Now()
+	dl := newCounter(n, nil, true, base)
+	disp, err := dc.dispatcher(db, s, dl)
+	if err != nil {
+		return steadyResult{}, err
+	}
+	rc := dc.relayConfig(s, "")
+	if w.listen {
+		rc.ListenDSN = srv.dsn
+	}
+	rc.SweepInterval = w.sweep
+	ob := s.ob
+	if !w.notify() {
+		ob = ob.WithoutWakeUp()
+	}
+	st := stager{db: db, ob: ob, n: n, rate: cfg.rate, writers: cfg.steadyWriters, base: base}
+	if w.after {
+		wk := s.ob.NewWaker(db)
+		defer closeWaker(wk)
+		st.afterCommit = func() { wk.Wake(module) }
+	}
+	ts := &timedSink{next: disp, base: base, hands: make([]atomic.Int64, n)}
+	rl := supervise(db, rc, ts)
+	time.Sleep(500 * time.Millisecond) // LISTEN in place, first sweep done
+
+	committed, took, behind, err := st.run(ctx)
+	if err != nil {
+		_ = rl.stop()
+		return steadyResult{}, fmt.Errorf("stage: %w", err)
+	}
+	select {
+	case <-dl.done:
+	case <-rl.exited:
+		return steadyResult{}, fmt.Errorf("the relay stopped early: %w", rl.stop())
+	case <-time.After(time.Minute):
+		_ = rl.stop()
+		return steadyResult{}, fmt.Errorf("only %d of %d delivered a minute after the last commit", dl.total.Load(), n)
+	}
+	if err := waitSettled(ctx, db, s, time.Minute, 10*time.Millisecond); err != nil {
+		_ = rl.stop()
+		return steadyResult{}, err
+	}
+	if err := rl.stop(); err != nil {
+		return steadyResult{}, err
+	}
+	if err := errors.Join(dl.verify(), verifyDrain(ctx, db, s, n)); err != nil {
+		return steadyResult{}, err
+	}
+	warm := int(float64(cfg.rate) * cfg.warmup.Seconds())
+	return summarize(committed, took, func(i int) int64 { return dl.starts[i].Load() },
+		func(i int) int64 { return ts.hands[i].Load() }, warm, behind), nil
+}
+
+// rawOnce is the floor of the LISTEN path: the same stager, each
+// transaction also sending a NOTIFY that carries its index, and a bare
+// LISTEN session timing its arrival; no relay, no claim, no delivery.
+func rawOnce(ctx context.Context, cfg config, srv server) (steadyResult, error) {
+	db, err := openPool(ctx, srv.dsn, cfg.steadyWriters+2)
+	if err != nil {
+		return steadyResult{}, err
+	}
+	defer db.Close()
+	s, err := newSchema(ctx, db, "raw")
+	if err != nil {
+		return steadyResult{}, err
+	}
+	defer s.drop(db)
+
+	n := int(float64(cfg.rate) * (cfg.warmup + cfg.duration).Seconds())
+	base := time.Now()
+	arrived := make([]int64, n)
+	ch := s.name + ".raw"
+	l := pq.NewListener(srv.dsn, 10*time.Millisecond, time.Second, nil)
+	defer l.Close()
+	if err := l.Listen(ch); err != nil {
+		return steadyResult{}, fmt.Errorf("listen: %w", err)
+	}
+	got := make(chan int, 1)
+	go func() {
+		count := 0
+		for note := range l.NotificationChannel() {
+			if note == nil {
+				continue
+			}
+			now := int64(time.Since(base))
+			if i, err := strconv.Atoi(note.Extra); err == nil && i >= 0 && i < n && arrived[i] == 0 {
+				arrived[i] = now
+				count++
+			}
+			if count == n {
+				break
+			}
+		}
+		got <- count
+	}()
+	notify := func(ctx context.Context, tx *sql.Tx, i int) error {
+		_, err := tx.ExecContext(ctx, `SELECT pg_notify($1, $2)`, ch, strconv.Itoa(i))
+		return err
+	}
+	committed, took, behind, err := stager{db: db, ob: s.ob.WithoutWakeUp(), n: n, rate: cfg.rate,
+		writers: cfg.steadyWriters, base: base, afterStage: notify}.run(ctx)
+	if err != nil {
+		return steadyResult{}, fmt.Errorf("stage: %w", err)
+	}
+	select {
+	case c := <-got:
+		if c != n {
+			return steadyResult{}, fmt.Errorf("%d of %d notifications arrived", c, n)
+		}
+	case <-time.After(30 * time.Second):
+		return steadyResult{}, errors.New("notifications missing 30 s after the last commit")
+	}
+	warm := int(float64(cfg.rate) * cfg.warmup.Seconds())
+	return summarize(committed, took, func(i int) int64 { return arrived[i] }, nil, warm, behind), nil
+}
+
+// runSteady measures commit-to-delivery-start latency for each wake-up
+// path and group size, and the raw LISTEN/NOTIFY floor, -runs times,
+// alternating the variants within a run.
+func runSteady(ctx context.Context, cfg config, srv server, res *results) error {
+	const section = "Steady rate: commit to delivery start"
+	for run := 1; run <= cfg.runs; run++ {
+		progress("steady, run %d of %d: raw LISTEN/NOTIFY floor, %d/s for %s", run, cfg.runs, cfg.rate, cfg.warmup+cfg.duration)
+		r, err := rawOnce(ctx, cfg, srv)
+		if err != nil {
+			return fmt.Errorf("steady (raw LISTEN/NOTIFY): %w", err)
+		}
+		addSteady(res, section, "steady/raw", fmt.Sprintf("raw LISTEN/NOTIFY (floor), %d/s", cfg.rate), r)
+		for _, w := range cfg.wakes {
+			for _, g := range cfg.steadyGroups {
+				progress("steady, run %d of %d: %s, GroupSize %d, %d/s for %s", run, cfg.runs, w, g, cfg.rate, cfg.warmup+cfg.duration)
+				r, err := steadyOnce(ctx, cfg, srv, w, g)
+				if err != nil {
+					return fmt.Errorf("steady (%s, GroupSize %d): %w", w, g, err)
+				}
+				addSteady(res, section, fmt.Sprintf("steady/%s/g%d", w, g),
+					fmt.Sprintf("relay %s, GroupSize %d, %d/s", describeWake(w), g, cfg.rate), r)
+			}
+		}
+	}
+	return nil
+}
+
+func describeWake(w wake) string {
+	switch {
+	case w.after:
+		return "LISTEN, NOTIFY after commit (relay.Waker)"
+	case w.listen && w.sweep == 0:
+		return "LISTEN (sweep 30 s)"
+	case w.listen:
+		return fmt.Sprintf("LISTEN + poll %s", w.sweep)
+	}
+	return fmt.Sprintf("poll %s, no NOTIFY", w.sweep)
+}
+
+// addSteady records a steady run. Latencies get no ratio: their floor,
+// the raw LISTEN/NOTIFY row, is about zero (a notification arrives as the
+// writer's Commit returns), so the table shows it next to them instead.
+func addSteady(res *results, section, key, label string, r steadyResult) {
+	ratioTo := func(string) string { return "" }
+	for _, p := range []struct {
+		name string
+		v    float64
+	}{{"p50", 50}, {"p90", 90}, {"p99", 99}} {
+		res.add(key+"/"+p.name, section, label+": "+p.name, "ms", pct(r.lat, p.v), ratioTo(p.name))
+	}
+	res.add(key+"/max", section, label+": max", "ms", r.lat[len(r.lat)-1], ratioTo("max"))
+	if r.toHand != nil {
+		res.add(key+"/hand-p50", section, label+": commit to the relay's hand, p50", "ms", pct(r.toHand, 50), "")
+		res.add(key+"/hand-p99", section, label+": commit to the relay's hand, p99", "ms", pct(r.toHand, 99), "")
+		res.add(key+"/claim-p50", section, label+": hand to delivery start (BEGIN, inbox claim), p50", "ms", pct(r.toStart, 50), "")
+		res.add(key+"/claim-p99", section, label+": hand to delivery start (BEGIN, inbox claim), p99", "ms", pct(r.toStart, 99), "")
+	}
+	res.add(key+"/commit-p50", section, label+": writer BEGIN to COMMIT, p50", "ms", pct(r.commit, 50), "")
+	res.add(key+"/commit-p99", section, label+": writer BEGIN to COMMIT, p99", "ms", pct(r.commit, 99), "")
+	res.add(key+"/achieved", section, label+": achieved staging rate", "events/s", r.achieved, "")
+	if r.negative > 0 {
+		progress("  %d deliveries started before their Commit returned (counted as negative latencies)", r.negative)
+	}
+	if r.behind > 10*time.Millisecond {
+		progress("  the stager fell up to %s behind its schedule", r.behind.Round(time.Millisecond))
+	}
+}
