@@ -32,13 +32,24 @@ var schemaCounter atomic.Int64
 func newSchema(t *testing.T) string {
 	t.Helper()
 	schema := fmt.Sprintf("t_mig_%d_%d", os.Getpid(), schemaCounter.Add(1))
-	db := pgtest.DB(t)
+	db := pgtest.AdminDB(t)
 	t.Cleanup(func() {
 		// Cleanup runs after the test's context is cancelled.
 		_, err := db.ExecContext(context.Background(), `DROP SCHEMA IF EXISTS "`+schema+`" CASCADE`)
 		require.NoError(t, err)
 	})
 	return schema
+}
+
+// openAdmin returns a pool of its own as the server's owner, closed when the
+// test ends. Migrations run as the owner, as AdminDB does: the application
+// role of the other tests may not run them (TestLeastPrivilege).
+func openAdmin(t *testing.T) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("postgres", pgtest.AdminURL(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	return db
 }
 
 // component is one package's plain migration files.
@@ -131,7 +142,7 @@ func TestMigrate(t *testing.T) {
 
 	t.Run("CreatesTheTablesAndASecondRunIsANoOp", func(t *testing.T) {
 		t.Parallel()
-		db := pgtest.DB(t)
+		db := pgtest.AdminDB(t)
 		schema := newSchema(t)
 
 		require.NoError(t, tidings.Migrate(t.Context(), db, schema))
@@ -150,7 +161,7 @@ func TestMigrate(t *testing.T) {
 		const n = 10
 		pools := make([]*sql.DB, n)
 		for i := range pools {
-			pools[i] = pgtest.Open(t)
+			pools[i] = openAdmin(t)
 			pools[i].SetMaxOpenConns(1)
 			require.NoError(t, pools[i].PingContext(t.Context())) // connect before the start
 		}
@@ -168,13 +179,13 @@ func TestMigrate(t *testing.T) {
 		for i, err := range errs {
 			require.NoError(t, err, "Migrate #%d", i)
 		}
-		requireOneRowPerVersion(t, pgtest.DB(t), schema)
-		require.Equal(t, []string{"inbox", "migrations", "outbox"}, tables(t, pgtest.DB(t), schema))
+		requireOneRowPerVersion(t, pgtest.AdminDB(t), schema)
+		require.Equal(t, []string{"inbox", "migrations", "outbox"}, tables(t, pgtest.AdminDB(t), schema))
 	})
 
 	t.Run("BadSchemaNamesCreateNothing", func(t *testing.T) {
 		t.Parallel()
-		db := pgtest.DB(t)
+		db := pgtest.AdminDB(t)
 		// Other tests, in this binary and in others sharing the server,
 		// create and drop schemas named t_... meanwhile, and sessions that
 		// use temporary tables create pg_temp_N: leave them out.
@@ -261,7 +272,7 @@ func TestMigrationFiles(t *testing.T) {
 		t.Parallel()
 		ctx := t.Context()
 		// A pool of its own: the session's search_path changes.
-		db := pgtest.Open(t)
+		db := openAdmin(t)
 		db.SetMaxOpenConns(1)
 		schema := newSchema(t)
 		reference := pgtest.Schema(t, tidings.Migrate)

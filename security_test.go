@@ -16,7 +16,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"regexp"
 	"strconv"
@@ -213,7 +212,8 @@ func secNameEntries(handed *atomic.Int64) []secNameEntry {
 // secCatalog lists the server's schemas, relations, functions, roles and
 // databases, leaving out what other tests create and drop meanwhile:
 // schemas named t_... (and the toast tables of their tables), temporary
-// schemas, and the roles of TestLeastPrivilege.
+// schemas, and the application roles of other test binaries sharing the
+// server (see pgtest.EnvURL).
 func secCatalog(t *testing.T, db *sql.DB) []string {
 	t.Helper()
 	const others = `n.nspname NOT LIKE 't\_%' AND n.nspname NOT LIKE 'pg\_temp\_%'
@@ -880,48 +880,8 @@ func TestWebhookVerifyComparesInConstantTime(t *testing.T) {
 // two tables; migrations need more and refuse to run without it.
 // ---------------------------------------------------------------------
 
-var secRoleCounter atomic.Int64
-
-// secAppRole creates a login role with USAGE on schema and SELECT, INSERT,
-// UPDATE and DELETE on its outbox and inbox, and nothing else, drops it
-// when the test ends, and returns its name and a connection string for
-// it. It skips the test when the test server's user may not create roles.
-func secAppRole(t *testing.T, db *sql.DB, schema string) (string, string) {
-	t.Helper()
-	var may bool
-	require.NoError(t, db.QueryRowContext(t.Context(),
-		`SELECT rolsuper OR rolcreaterole FROM pg_catalog.pg_roles WHERE rolname = current_user`).Scan(&may))
-	if !may {
-		t.Skip("the test server's user may not create roles")
-	}
-	role := fmt.Sprintf("tidings_app_%d_%d", os.Getpid(), secRoleCounter.Add(1))
-	q := pq.QuoteIdentifier(role)
-	s := pq.QuoteIdentifier(schema)
-	for _, stmt := range []string{
-		`CREATE ROLE ` + q + ` LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT`,
-		`GRANT USAGE ON SCHEMA ` + s + ` TO ` + q,
-		`GRANT SELECT, INSERT, UPDATE, DELETE ON ` + s + `.outbox, ` + s + `.inbox TO ` + q,
-	} {
-		_, err := db.ExecContext(t.Context(), stmt)
-		require.NoError(t, err, stmt)
-	}
-	t.Cleanup(func() {
-		// Cleanup runs after the test's context is cancelled, and after
-		// the cleanups registered later: the role's sessions are closed.
-		for _, stmt := range []string{
-			`REASSIGN OWNED BY ` + q + ` TO CURRENT_USER`,
-			`DROP OWNED BY ` + q,
-			`DROP ROLE ` + q,
-		} {
-			_, err := db.ExecContext(context.Background(), stmt)
-			require.NoError(t, err, stmt)
-		}
-	})
-	u, err := url.Parse(pgtest.URL(t))
-	require.NoError(t, err)
-	u.User = url.User(role) // the test cluster trusts loopback connections
-	return role, u.String()
-}
+// secSchemaCounter numbers the schemas TestLeastPrivilege tries to migrate.
+var secSchemaCounter atomic.Int64
 
 // secLog is a log sink safe for the relay's goroutines.
 type secLog struct {
@@ -942,31 +902,48 @@ func (l *secLog) String() string {
 }
 
 // TestLeastPrivilege runs a relay and a dispatcher, end to end, connected
-// as a role that has only DML on the outbox and the inbox: stage, deliver,
-// dead, list, re-emit, status, cancel and purge all work; and every
-// migration refuses to run as that role, with a permission error, creating
-// nothing.
+// as pgtest's application role, as every test is, with its grants narrowed
+// to what a production relay gets: USAGE on the schema and DML on the
+// outbox and the inbox, nothing else. Stage, deliver, dead, list, re-emit,
+// status, cancel and purge all work; and every migration refuses to run
+// as that role, with a permission error, creating nothing.
 func TestLeastPrivilege(t *testing.T) {
 	t.Parallel()
-	admin := pgtest.DB(t)
+	admin := pgtest.AdminDB(t)
 	schema := pgtest.Schema(t, tidings.Migrate)
-	role, dsn := secAppRole(t, admin, schema)
-
-	app, err := sql.Open("postgres", dsn)
+	role := pgtest.AppRole(t)
+	// pgtest grants DML on every table of the schema; the library's own
+	// bookkeeping of migrations is none of the relay's business.
+	_, err := admin.ExecContext(t.Context(), `REVOKE ALL ON `+pq.QuoteIdentifier(schema)+`.migrations FROM `+pq.QuoteIdentifier(role))
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = app.Close() })
-	if err := app.PingContext(t.Context()); err != nil {
-		if pqErr, ok := errors.AsType[*pq.Error](err); ok && pqErr.Code.Class() == "28" {
-			t.Skipf("the test server does not let the new role in without a password: %v", err)
-		}
-		require.NoError(t, err)
-	}
+	app, dsn := pgtest.Open(t), pgtest.URL(t)
+
 	var user string
-	var super bool
-	require.NoError(t, app.QueryRowContext(t.Context(),
-		`SELECT current_user, rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user`).Scan(&user, &super))
+	var super, createDB, createRole bool
+	require.NoError(t, app.QueryRowContext(t.Context(), `SELECT current_user, rolsuper, rolcreatedb, rolcreaterole
+		FROM pg_catalog.pg_roles WHERE rolname = current_user`).Scan(&user, &super, &createDB, &createRole))
 	require.Equal(t, role, user)
-	require.False(t, super)
+	require.False(t, super || createDB || createRole, "the application role has an attribute beyond LOGIN")
+	var privileges []string
+	q := pq.QuoteIdentifier(schema)
+	for _, check := range []string{
+		`has_schema_privilege(` + pq.QuoteLiteral(schema) + `, 'CREATE')`,
+		`has_database_privilege(current_database(), 'CREATE')`,
+		`has_table_privilege(` + pq.QuoteLiteral(q+".outbox") + `, 'TRUNCATE, REFERENCES, TRIGGER')`,
+		`has_table_privilege(` + pq.QuoteLiteral(q+".inbox") + `, 'TRUNCATE, REFERENCES, TRIGGER')`,
+		`has_table_privilege(` + pq.QuoteLiteral(q+".migrations") + `, 'SELECT, INSERT, UPDATE, DELETE')`,
+	} {
+		var has bool
+		require.NoError(t, app.QueryRowContext(t.Context(), `SELECT `+check).Scan(&has), check)
+		if has {
+			privileges = append(privileges, check)
+		}
+	}
+	require.Empty(t, privileges, "the application role has more than DML on its two tables")
+	_, err = app.ExecContext(t.Context(), `CREATE TABLE `+q+`.x (n int)`)
+	pqErr, ok := errors.AsType[*pq.Error](err)
+	require.True(t, ok, "CREATE in the schema: %v", err)
+	require.Equal(t, pq.ErrorCode("42501"), pqErr.Code, "CREATE in the schema: %v", err)
 
 	ob, err := relay.NewOutbox(schema)
 	require.NoError(t, err)
@@ -1059,7 +1036,7 @@ func TestLeastPrivilege(t *testing.T) {
 
 	t.Run("MigrationsRefuse", func(t *testing.T) {
 		t.Parallel()
-		fresh := fmt.Sprintf("t_lp_%d_%d", os.Getpid(), secRoleCounter.Add(1))
+		fresh := fmt.Sprintf("t_lp_%d_%d", os.Getpid(), secSchemaCounter.Add(1))
 		t.Cleanup(func() {
 			_, err := admin.ExecContext(context.Background(), `DROP SCHEMA IF EXISTS `+pq.QuoteIdentifier(fresh)+` CASCADE`)
 			require.NoError(t, err)

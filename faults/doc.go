@@ -32,7 +32,10 @@
 //
 // Tests that stop the server or terminate its sessions run a durable
 // throwaway cluster of their own (internal/pgtemp); the others use the
-// test binary's shared cluster (internal/pgtest). Set TIDINGS_FAULTS_LOG=1
-// to see the relay's and dispatcher's logs on stderr. For a longer run with
-// faults injected at random, see examples/soak.
+// test binary's shared cluster (internal/pgtest). Either way the relay and
+// the test connect as pgtest's application role, which has only DML on the
+// tables; the server's owner migrates, and injects the faults only it may
+// (keeping a role from logging in). Set TIDINGS_FAULTS_LOG=1 to see the
+// relay's and dispatcher's logs on stderr. For a longer run with faults
+// injected at random, see examples/soak.
 package faults

@@ -119,8 +119,9 @@ func withParams(t *testing.T, raw string, params map[string]string) string {
 
 type testBundle struct {
 	cluster  *pgtemp.Cluster // the test's own server; nil on the shared one
-	url      string          // base connection string, empty search_path
-	db       *sql.DB         // the test's own pool: staging and looking
+	url      string          // base connection string, as pgtest's application role, empty search_path
+	db       *sql.DB         // the test's own pool, as the application: staging and looking
+	admin    *sql.DB         // the server's owner: migrations, and faults only it may inject
 	schema   string
 	ob       *relay.Outbox
 	provider *ledger.Provider
@@ -151,25 +152,31 @@ func (l *idLog) list() []uuid.UUID {
 func setupShared(t *testing.T) testBundle {
 	t.Helper()
 	schema := pgtest.Schema(t, tidings.Migrate)
-	return newBundle(t, nil, pgtest.URL(t), schema)
+	return newBundle(t, nil, pgtest.URL(t), pgtest.AdminDB(t), schema)
 }
 
 // setupCluster starts a durable cluster for the test alone, as a
 // production server runs, because the test stops it or cuts its sessions.
+// Its owner migrates it and grants pgtest's application role DML on the
+// tables, and the test and the relay connect as that role.
 func setupCluster(t *testing.T) testBundle {
 	t.Helper()
 	cluster, err := pgtemp.Start(t.Context(), &pgtemp.Options{Durable: true})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, cluster.Stop()) })
-	base := withParams(t, cluster.URL(), map[string]string{"options": "-c search_path="})
-	b := newBundle(t, cluster, base, relay.SchemaDefault)
-	require.NoError(t, tidings.Migrate(t.Context(), b.db, b.schema))
-	return b
+	owner := withParams(t, cluster.URL(), map[string]string{"options": "-c search_path="})
+	admin, err := sql.Open("postgres", owner)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = admin.Close() })
+	app := pgtest.AppURL(t, owner)
+	require.NoError(t, tidings.Migrate(t.Context(), admin, relay.SchemaDefault))
+	pgtest.Grant(t, admin, relay.SchemaDefault)
+	return newBundle(t, cluster, app, admin, relay.SchemaDefault)
 }
 
-func newBundle(t *testing.T, cluster *pgtemp.Cluster, base, schema string) testBundle {
+func newBundle(t *testing.T, cluster *pgtemp.Cluster, base string, admin *sql.DB, schema string) testBundle {
 	t.Helper()
-	b := testBundle{cluster: cluster, url: base, schema: schema, faults: &ledger.Faults{}, known: &idLog{}}
+	b := testBundle{cluster: cluster, url: base, admin: admin, schema: schema, faults: &ledger.Faults{}, known: &idLog{}}
 	var err error
 	b.ob, err = relay.NewOutbox(schema)
 	require.NoError(t, err)

@@ -22,7 +22,7 @@ const listenRole = "faults_listener"
 func TestLostWakeUp(t *testing.T) {
 	t.Parallel()
 	b := setupCluster(t)
-	_, err := b.db.ExecContext(t.Context(), `CREATE ROLE `+listenRole+` LOGIN`)
+	_, err := b.admin.ExecContext(t.Context(), `CREATE ROLE `+listenRole+` LOGIN`)
 	require.NoError(t, err)
 	const sweep = time.Second
 	listenDSN, err := url.Parse(b.dsn(t, appListen))
@@ -52,17 +52,17 @@ func TestLostWakeUp(t *testing.T) {
 		switch i {
 		case killAt:
 			require.NoError(t, b.faults.Inject("listener killed", func() error {
-				if _, err := b.db.ExecContext(t.Context(), `ALTER ROLE `+listenRole+` NOLOGIN`); err != nil {
+				if _, err := b.admin.ExecContext(t.Context(), `ALTER ROLE `+listenRole+` NOLOGIN`); err != nil {
 					return err
 				}
-				_, err := b.db.ExecContext(t.Context(), `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, appListen)
+				_, err := b.admin.ExecContext(t.Context(), `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, appListen)
 				return err
 			}))
 			waitFor(t, 5*time.Second, func() bool { return b.sessions(t, appListen) == 0 },
 				func() string { return "the LISTEN session to go" })
 		case restoreAt:
 			require.Zero(t, b.sessions(t, appListen), "the LISTEN session stayed away")
-			_, err := b.db.ExecContext(t.Context(), `ALTER ROLE `+listenRole+` LOGIN`)
+			_, err := b.admin.ExecContext(t.Context(), `ALTER ROLE `+listenRole+` LOGIN`)
 			require.NoError(t, err)
 		}
 		ids, err := b.stage(t.Context(), perTick)

@@ -414,11 +414,13 @@ func TestNew(t *testing.T) {
 	// The package-level Once and New("") use the schema "tidings". The test
 	// creates that schema and its table, if missing, inside a transaction
 	// it rolls back, so a server shared with other test binaries (see
-	// pgtest.EnvURL) keeps its "tidings" schema as it was.
+	// pgtest.EnvURL) keeps its "tidings" schema as it was. Creating them
+	// takes the server's owner, and the claims run in the same
+	// transaction: this test alone claims as the owner.
 	t.Run("PackageOnceAndEmptyNameUseSchemaTidings", func(t *testing.T) {
 		t.Parallel()
 		ctx := t.Context()
-		tx, err := pgtest.DB(t).BeginTx(ctx, nil)
+		tx, err := pgtest.AdminDB(t).BeginTx(ctx, nil)
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = tx.Rollback() })
 

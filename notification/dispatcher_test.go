@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tidings-go/tidings/delivery"
+	"github.com/tidings-go/tidings/internal/pgtest"
 	"github.com/tidings-go/tidings/notification"
 	"github.com/tidings-go/tidings/relay"
 	"github.com/tidings-go/tidings/retrypolicy"
@@ -308,8 +309,11 @@ func waitCtx(t *testing.T) context.Context {
 func TestDeliveryWritesInTheClaimsTransaction(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	_, err := b.db.ExecContext(t.Context(), `CREATE TABLE "`+b.schema+`".feed (id uuid PRIMARY KEY)`)
+	// The application's own table, migrated by the owner like the others.
+	admin := pgtest.AdminDB(t)
+	_, err := admin.ExecContext(t.Context(), `CREATE TABLE "`+b.schema+`".feed (id uuid PRIMARY KEY)`)
 	require.NoError(t, err)
+	pgtest.Grant(t, admin, b.schema)
 	cfg := b.config()
 	answers := []delivery.Outcome{delivery.Retry(errors.New("later")), delivery.Delivered()}
 	cfg.Deliveries["mail"] = delivery.Func(func(ctx context.Context, p delivery.Pending) delivery.Outcome {

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tidings-go/tidings/delivery"
+	"github.com/tidings-go/tidings/internal/pgtest"
 	"github.com/tidings-go/tidings/notification"
 	"github.com/tidings-go/tidings/relay"
 )
@@ -95,8 +96,10 @@ func TestGroupCommit(t *testing.T) {
 		cfg.GroupSize = 10
 		d := b.dispatcher(t, cfg)
 		recs := b.records(t, mailTo("a@example.com"), mailTo("b@example.com"))
-		// A constraint checked at commit fails the group's commit once.
-		_, err := b.db.ExecContext(t.Context(), `
+		// A constraint checked at commit fails the group's commit once. The
+		// owner installs it; the dispatcher's role gets its sequence.
+		admin := pgtest.AdminDB(t)
+		_, err := admin.ExecContext(t.Context(), `
 			CREATE SEQUENCE "`+b.schema+`".commits; -- not rolled back with the commit it counts
 			CREATE FUNCTION "`+b.schema+`".fail_once() RETURNS trigger LANGUAGE plpgsql AS $$
 			BEGIN
@@ -108,6 +111,7 @@ func TestGroupCommit(t *testing.T) {
 			CREATE CONSTRAINT TRIGGER fail_once AFTER INSERT ON "`+b.schema+`".inbox
 				DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION "`+b.schema+`".fail_once();`)
 		require.NoError(t, err)
+		pgtest.Grant(t, admin, b.schema)
 
 		// Groups form as requests arrive: the two may share the failing
 		// commit, or one may commit alone after it.

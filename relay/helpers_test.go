@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tidings-go/tidings"
+	"github.com/tidings-go/tidings/internal/pgtemp"
 	"github.com/tidings-go/tidings/internal/pgtest"
 	"github.com/tidings-go/tidings/relay"
 )
@@ -23,6 +24,7 @@ type testBundle struct {
 	db     *sql.DB
 	schema string
 	ob     *relay.Outbox
+	listen string // the relay's LISTEN DSN; empty means the test server's
 }
 
 func setup(t *testing.T) testBundle {
@@ -36,15 +38,43 @@ func setup(t *testing.T) testBundle {
 // config is a Config for tests: the test's schema, a LISTEN session, and
 // timings short enough for tests.
 func (b testBundle) config(t *testing.T) relay.Config {
+	listen := b.listen
+	if listen == "" {
+		listen = pgtest.URL(t)
+	}
 	return relay.Config{
 		Module:        module,
 		Schema:        b.schema,
-		ListenDSN:     pgtest.URL(t),
+		ListenDSN:     listen,
 		HandTimeout:   2 * time.Second,
 		Lease:         5 * time.Second,
 		SweepInterval: time.Hour, // tests of the sweep shorten it
 		GracePeriod:   5 * time.Second,
 	}
+}
+
+// ownCluster starts a throwaway cluster of the test's own, stopped when the
+// test ends, migrates the default schema into it, and returns the bundle
+// of that schema: for tests that crash the server or set its clock off.
+// The cluster's owner migrates it and grants pgtest's application role DML
+// on the tables; the pool and the LISTEN session connect as that role.
+func ownCluster(t *testing.T, opts *pgtemp.Options) (testBundle, *pgtemp.Cluster) {
+	t.Helper()
+	cluster, err := pgtemp.Start(t.Context(), opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, cluster.Stop()) })
+	app := pgtest.AppURL(t, cluster.URL())
+	admin, err := sql.Open("postgres", cluster.URL())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = admin.Close() })
+	require.NoError(t, tidings.Migrate(t.Context(), admin, relay.SchemaDefault))
+	pgtest.Grant(t, admin, relay.SchemaDefault)
+	db, err := sql.Open("postgres", app)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	ob, err := relay.NewOutbox("")
+	require.NoError(t, err)
+	return testBundle{db: db, schema: relay.SchemaDefault, ob: ob, listen: app}, cluster
 }
 
 func payload(i int) json.RawMessage { return json.RawMessage(fmt.Sprintf(`{"n":%d}`, i)) }

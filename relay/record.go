@@ -22,7 +22,10 @@ type Message struct {
 	// Payload is the record's body. Required; must be valid JSON.
 	Payload json.RawMessage
 	// NotBefore, when set, is the time before which the record is not
-	// handed. The zero value means as soon as it commits.
+	// handed. The zero value means as soon as it commits. It is compared
+	// with the database's clock, as every due time is: a time computed
+	// from the application's clock, such as time.Now().Add(d), is off by
+	// any skew between the two clocks.
 	NotBefore time.Time
 }
 

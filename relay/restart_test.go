@@ -1,13 +1,11 @@
 package relay_test
 
 import (
-	"database/sql"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/tidings-go/tidings"
 	"github.com/tidings-go/tidings/internal/pgtemp"
 	"github.com/tidings-go/tidings/relay"
 )
@@ -17,22 +15,12 @@ import (
 func TestServerRestartRecovers(t *testing.T) {
 	t.Parallel()
 	// Durable: a crash must not forget committed settles.
-	cluster, err := pgtemp.Start(t.Context(), &pgtemp.Options{Durable: true})
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, cluster.Stop()) })
-	db, err := sql.Open("postgres", cluster.URL())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = db.Close() })
-	require.NoError(t, tidings.Migrate(t.Context(), db, ""))
-	b := testBundle{db: db, schema: relay.SchemaDefault}
-	b.ob, err = relay.NewOutbox("")
-	require.NoError(t, err)
+	b, cluster := ownCluster(t, &pgtemp.Options{Durable: true})
 
 	sink := newRecorder(nil)
 	cfg := b.config(t)
-	cfg.ListenDSN = cluster.URL()
 	cfg.SweepInterval = time.Hour // the reconnected listener must wake it
-	supervise(t, db, cfg, sink)
+	supervise(t, b.db, cfg, sink)
 
 	b.stage(t, 50)
 	b.eventually(t, "processed_at IS NOT NULL", 50, 10*time.Second)
@@ -41,7 +29,7 @@ func TestServerRestartRecovers(t *testing.T) {
 	// Staging may meet a pooled connection the crash killed: the
 	// application retries its write, as it would.
 	require.Eventually(t, func() bool {
-		tx, err := db.BeginTx(t.Context(), nil)
+		tx, err := b.db.BeginTx(t.Context(), nil)
 		if err != nil {
 			return false
 		}

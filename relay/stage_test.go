@@ -177,9 +177,11 @@ func TestLongestSchemaStagesAndWakes(t *testing.T) {
 	t.Parallel()
 	prefix := fmt.Sprintf("t_long_%d_", os.Getpid())
 	schema := prefix + strings.Repeat("x", ident.SchemaMaxLen-len(prefix))
+	admin := pgtest.AdminDB(t)
+	t.Cleanup(func() { _, _ = admin.ExecContext(context.Background(), `DROP SCHEMA IF EXISTS "`+schema+`" CASCADE`) })
+	require.NoError(t, tidings.Migrate(t.Context(), admin, schema))
+	pgtest.Grant(t, admin, schema)
 	db := pgtest.DB(t)
-	require.NoError(t, tidings.Migrate(t.Context(), db, schema))
-	t.Cleanup(func() { _, _ = db.ExecContext(context.Background(), `DROP SCHEMA "`+schema+`" CASCADE`) })
 	ob, err := relay.NewOutbox(schema)
 	require.NoError(t, err)
 	b := testBundle{db: db, schema: schema, ob: ob}

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Runs every test against a real PostgreSQL that the tests start themselves
-# (or the server TIDINGS_TEST_DATABASE_URL names). Extra arguments go to
+# (or the server TIDINGS_TEST_DATABASE_URL names), and the clock-skew tests
+# against one whose clock libfaketime sets off. Extra arguments go to
 # go test, e.g. scripts/test.sh -race -run TestSupervise ./relay/
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/ensure-postgres.sh
+scripts/ensure-faketime.sh
 # Every package unless some are named.
 case " $* " in
   *" ./"*) ;;

@@ -176,7 +176,7 @@ func TestMigrate(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		id := b.deliver(t, "user-1")
-		require.NoError(t, inapp.Migrate(t.Context(), b.db, b.schema))
+		require.NoError(t, inapp.Migrate(t.Context(), pgtest.AdminDB(t), b.schema))
 		require.Equal(t, 1, b.rows(t, id), "the table is left alone")
 	})
 

@@ -3,6 +3,8 @@
 // a temporary directory, listens on a free loopback port, and is removed by
 // Stop. When the process runs as root the server runs as an unprivileged
 // user (postgres, or nobody), because PostgreSQL refuses to run as root.
+// A cluster can run with its clock set off the system's (Options.ClockOffset),
+// to test clock skew between an application and its database.
 package pgtemp
 
 import (
@@ -33,6 +35,15 @@ type Options struct {
 	Durable bool
 	// Settings are extra server settings (name to value), passed as -c.
 	Settings map[string]string
+	// ClockOffset sets the server's wall clock this far from the system
+	// clock, ahead when positive: now() and every other time the server
+	// reads are shifted, as on a machine whose clock is set off. The
+	// server runs with libfaketime preloaded (LD_PRELOAD), which leaves
+	// the monotonic clock that times the server's waits alone. Start
+	// fails when libfaketime is missing (Debian: apt-get install
+	// libfaketime) or the server's clock is not off by the offset, within
+	// a second. Zero, the default, leaves the clock alone.
+	ClockOffset time.Duration
 }
 
 // Cluster is a running throwaway PostgreSQL server. Its methods are not safe
@@ -42,6 +53,8 @@ type Cluster struct {
 	dir   string // root of everything the cluster owns
 	port  int
 	args  []string
+	env   []string // extra environment of the server
+	clock time.Duration
 	cred  *syscall.Credential
 	cmd   *exec.Cmd
 	exit  chan struct{}
@@ -57,11 +70,15 @@ func Start(ctx context.Context, opts *Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	env, err := clockEnv(opts.ClockOffset)
+	if err != nil {
+		return nil, err
+	}
 	dir, err := os.MkdirTemp("", "tidings-pg-")
 	if err != nil {
 		return nil, fmt.Errorf("pgtemp: %w", err)
 	}
-	c := &Cluster{bin: bin, dir: dir, owner: "current user"}
+	c := &Cluster{bin: bin, dir: dir, env: env, clock: opts.ClockOffset, owner: "current user"}
 	if err := c.dropPrivileges(); err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
@@ -200,6 +217,7 @@ func (c *Cluster) start(ctx context.Context) error {
 	args := append([]string{"-D", c.dataDir(), "-p", strconv.Itoa(c.port)}, c.args...)
 	// Not bound to ctx: the server outlives the call that started it.
 	cmd := c.command(context.WithoutCancel(ctx), "postgres", args...)
+	cmd.Env = append(cmd.Env, c.env...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		_ = logFile.Close()
@@ -215,6 +233,12 @@ func (c *Cluster) start(ctx context.Context) error {
 		_ = c.shutdown(syscall.SIGQUIT)
 		log, _ := os.ReadFile(logPath)
 		return fmt.Errorf("pgtemp: postgres did not come up: %w: %s", err, tail(log))
+	}
+	if c.clock != 0 {
+		if err := c.checkClock(ctx); err != nil {
+			_ = c.shutdown(syscall.SIGINT)
+			return err
+		}
 	}
 	return nil
 }
@@ -261,6 +285,74 @@ func (c *Cluster) shutdown(sig syscall.Signal) error {
 		}
 	}
 	c.cmd = nil
+	return nil
+}
+
+// fakeTimeLibs are where libfaketime is looked for, in order: the Debian
+// and Ubuntu package's directory, other distributions', and a build
+// installed from source. scripts/ensure-faketime.sh looks in the same
+// places.
+var fakeTimeLibs = []string{
+	"/usr/lib/*/faketime/libfaketime.so.1",
+	"/usr/lib64/faketime/libfaketime.so.1",
+	"/usr/lib/faketime/libfaketime.so.1",
+	"/usr/local/lib/faketime/libfaketime.so.1",
+}
+
+// clockEnv is the environment that sets the server's clock offset off the
+// system clock, through libfaketime: nothing for a zero offset.
+func clockEnv(offset time.Duration) ([]string, error) {
+	if offset == 0 {
+		return nil, nil
+	}
+	var lib string
+	for _, pattern := range fakeTimeLibs {
+		if found, _ := filepath.Glob(pattern); len(found) > 0 {
+			lib = found[0]
+			break
+		}
+	}
+	if lib == "" {
+		return nil, fmt.Errorf("pgtemp: ClockOffset needs libfaketime, found in none of %s (Debian: apt-get install libfaketime; scripts/ensure-faketime.sh does)",
+			strings.Join(fakeTimeLibs, ", "))
+	}
+	preload := lib
+	if prev := os.Getenv("LD_PRELOAD"); prev != "" {
+		preload += ":" + prev
+	}
+	// A relative offset in seconds, signed. The monotonic clock stays
+	// real: the server times its waits and timeouts with it.
+	sign := "+"
+	if offset < 0 {
+		sign = ""
+	}
+	return []string{
+		"LD_PRELOAD=" + preload,
+		"FAKETIME=" + sign + strconv.FormatFloat(offset.Seconds(), 'f', -1, 64),
+		"FAKETIME_DONT_FAKE_MONOTONIC=1",
+	}, nil
+}
+
+// checkClock fails unless the server's clock is off this process's by the
+// cluster's offset, within a second: libfaketime was loaded and understood.
+func (c *Cluster) checkClock(ctx context.Context) error {
+	db, err := sql.Open("postgres", c.URL())
+	if err != nil {
+		return fmt.Errorf("pgtemp: check the clock: %w", err)
+	}
+	defer db.Close()
+	before := time.Now()
+	var server time.Time
+	if err := db.QueryRowContext(ctx, `SELECT clock_timestamp()`).Scan(&server); err != nil {
+		return fmt.Errorf("pgtemp: check the clock: %w", err)
+	}
+	after := time.Now()
+	const slack = time.Second
+	// The server read its clock between before and after.
+	if server.Before(before.Add(c.clock-slack)) || server.After(after.Add(c.clock+slack)) {
+		return fmt.Errorf("pgtemp: the server's clock is off by %s, not by ClockOffset (%s): libfaketime did not take effect",
+			server.Sub(before.Add(after.Sub(before)/2)).Round(time.Millisecond), c.clock)
+	}
 	return nil
 }
 

@@ -26,7 +26,8 @@ var (
 // DurableURL returns a connection string of the benchmark server: a second
 // throwaway cluster per test binary, started on first use with fsync and
 // synchronous_commit on as production has them, or the server
-// TIDINGS_BENCH_DATABASE_URL names. Its sessions have an empty search_path.
+// TIDINGS_BENCH_DATABASE_URL names. Its sessions are the server's owner's
+// (benchmarks migrate schemas of their own) and have an empty search_path.
 // It fails tb when the server does not flush its commits, so no figure is
 // ever measured with durability off. Main stops the cluster.
 func DurableURL(tb testing.TB) string {

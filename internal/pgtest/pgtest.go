@@ -1,13 +1,25 @@
 // Package pgtest gives tests a real PostgreSQL: one throwaway cluster per
 // test binary (or the server TIDINGS_TEST_DATABASE_URL names), a shared
 // pool, a fresh migrated schema per test, and a rolled-back transaction per
-// test. Test connections have an empty search_path, so a query that forgets
-// its schema fails loudly.
+// test.
+//
+// Tests connect as the application role (AppRole), as a production relay
+// should: a login role that is no superuser, may create neither databases
+// nor roles, and holds only what Schema grants it, DML on the tables of the
+// test's schema. What needs more (running migrations, creating roles,
+// terminating or inspecting the sessions of other roles) goes through the
+// server's owner: AdminURL and AdminDB. Benchmarks (DurableURL) connect as
+// the owner of their own server.
+//
+// Test connections have an empty search_path, so a query that forgets its
+// schema fails loudly.
 package pgtest
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -17,29 +29,65 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/lib/pq"
 	"go.uber.org/goleak"
 
 	"github.com/tidings-go/tidings/internal/pgtemp"
 )
 
-// EnvURL names a server to use instead of a throwaway cluster.
+// EnvURL names a server to use instead of a throwaway cluster. Its user
+// must be a superuser or have CREATEROLE: each test binary creates an
+// application role of its own there, with a random password, and drops it
+// when it ends.
 const EnvURL = "TIDINGS_TEST_DATABASE_URL"
 
+// appRoleLocal is the application role on throwaway clusters. They trust
+// loopback connections, so it has no password.
+const appRoleLocal = "tidings_app"
+
+// role is the application role of this test binary: tidings_app on
+// throwaway clusters; on the server EnvURL names, a name and a password
+// of the binary's own, so binaries sharing that server never change each
+// other's role.
+var role = sync.OnceValue(func() appRole {
+	if os.Getenv(EnvURL) == "" {
+		return appRole{name: appRoleLocal}
+	}
+	return appRole{name: appRoleLocal + "_" + strings.ToLower(rand.Text()[:10]), password: rand.Text()}
+})
+
+type appRole struct{ name, password string }
+
 var (
-	mu      sync.Mutex
-	cluster *pgtemp.Cluster
-	baseURL string
-	shared  *sql.DB
-	counter atomic.Int64
+	mu       sync.Mutex
+	cluster  *pgtemp.Cluster
+	adminURL string // the owner's connection string; set once the role exists
+	appURL   string // the application role's
+	external bool   // the server is EnvURL's: drop the role at the end
+	admin    *sql.DB
+	shared   *sql.DB
+	counter  atomic.Int64
 )
 
-// Main runs the tests, stops the cluster, and fails the binary when a
-// goroutine leaked. Call it from TestMain.
+// Main runs the tests, drops the application role from the server
+// EnvURL names, stops the cluster, and fails the binary when a goroutine
+// leaked. Call it from TestMain.
 func Main(m *testing.M) {
 	code := m.Run()
 	mu.Lock()
 	if shared != nil {
 		_ = shared.Close()
+	}
+	if admin != nil {
+		if external && adminURL != "" {
+			// setup created the role. Every schema the role had a grant on
+			// is dropped by now.
+			if _, err := admin.ExecContext(context.Background(), `DROP ROLE `+pq.QuoteIdentifier(role().name)); err != nil {
+				fmt.Fprintf(os.Stderr, "pgtest: drop role %s: %v\n", role().name, err)
+				code = max(code, 1)
+			}
+		}
+		_ = admin.Close()
 	}
 	if cluster != nil {
 		_ = cluster.Stop()
@@ -55,24 +103,71 @@ func Main(m *testing.M) {
 	os.Exit(code)
 }
 
-// URL returns a connection string of the test server, starting the
-// throwaway cluster on first use. Its sessions have an empty search_path.
-func URL(tb testing.TB) string {
+// setup starts the throwaway cluster (or takes EnvURL's server), opens the
+// owner's pool and creates the application role, once. The caller holds
+// mu.
+func setup(tb testing.TB) {
 	tb.Helper()
-	mu.Lock()
-	defer mu.Unlock()
-	if baseURL == "" {
-		raw := os.Getenv(EnvURL)
-		if raw == "" {
+	if adminURL != "" {
+		return
+	}
+	raw := os.Getenv(EnvURL)
+	external = raw != ""
+	if !external {
+		if cluster == nil {
 			c, err := pgtemp.Start(context.Background(), nil)
 			if err != nil {
 				tb.Fatalf("pgtest: %v", err)
 			}
-			cluster, raw = c, c.URL()
+			cluster = c
 		}
-		baseURL = withEmptySearchPath(tb, raw)
+		raw = cluster.URL()
 	}
-	return baseURL
+	owner := withEmptySearchPath(tb, raw)
+	if admin == nil {
+		db, err := sql.Open("postgres", owner)
+		if err != nil {
+			tb.Fatalf("pgtest: %v", err)
+		}
+		db.SetMaxOpenConns(20)
+		admin = db
+	}
+	app, err := ensureRole(context.Background(), admin, owner)
+	if err != nil && external {
+		tb.Fatalf("pgtest: %s: %v", EnvURL, err)
+	}
+	if err != nil {
+		tb.Fatalf("pgtest: %v", err)
+	}
+	adminURL, appURL = owner, app
+}
+
+// URL returns a connection string of the test server as the application
+// role, starting the throwaway cluster and creating the role on first use.
+// Its sessions have an empty search_path.
+func URL(tb testing.TB) string {
+	tb.Helper()
+	mu.Lock()
+	defer mu.Unlock()
+	setup(tb)
+	return appURL
+}
+
+// AdminURL returns a connection string of the test server as its owner (a
+// superuser on the throwaway cluster, EnvURL's user otherwise), for what
+// the application role may not do. Its sessions have an empty search_path.
+func AdminURL(tb testing.TB) string {
+	tb.Helper()
+	mu.Lock()
+	defer mu.Unlock()
+	setup(tb)
+	return adminURL
+}
+
+// AppRole returns the name of the application role the tests connect as.
+func AppRole(tb testing.TB) string {
+	tb.Helper()
+	return role().name
 }
 
 func withEmptySearchPath(tb testing.TB, raw string) string {
@@ -86,7 +181,8 @@ func withEmptySearchPath(tb testing.TB, raw string) string {
 	return u.String()
 }
 
-// DB returns the pool shared by the tests of this binary. Do not close it.
+// DB returns the pool shared by the tests of this binary, connected as the
+// application role. Do not close it.
 func DB(tb testing.TB) *sql.DB {
 	tb.Helper()
 	dsn := URL(tb)
@@ -103,8 +199,20 @@ func DB(tb testing.TB) *sql.DB {
 	return shared
 }
 
-// Open returns a pool of its own, closed when the test ends: for tests that
-// need their own limits or must not share sessions.
+// AdminDB returns the pool of the server's owner shared by the tests of
+// this binary: for migrations, and for what a test does to the server
+// rather than as the application. Do not close it.
+func AdminDB(tb testing.TB) *sql.DB {
+	tb.Helper()
+	mu.Lock()
+	defer mu.Unlock()
+	setup(tb)
+	return admin
+}
+
+// Open returns a pool of its own, connected as the application role and
+// closed when the test ends: for tests that need their own limits or must
+// not share sessions.
 func Open(tb testing.TB) *sql.DB {
 	tb.Helper()
 	db, err := sql.Open("postgres", URL(tb))
@@ -119,12 +227,13 @@ func Open(tb testing.TB) *sql.DB {
 type MigrateFunc func(ctx context.Context, db *sql.DB, schema string) error
 
 // Schema creates a schema of its own for the test, migrates it with migrate
-// and drops it when the test ends. Its name is the test binary's package
-// plus the process id and a counter, so parallel tests and parallel test
-// binaries never share one.
+// as the server's owner, grants the application role DML on its tables
+// (see Grant) and drops it when the test ends. Its name is the test
+// binary's package plus the process id and a counter, so parallel tests and
+// parallel test binaries never share one.
 func Schema(tb testing.TB, migrate MigrateFunc) string {
 	tb.Helper()
-	db := DB(tb)
+	db := AdminDB(tb)
 	pkg := strings.TrimSuffix(filepath.Base(os.Args[0]), ".test")
 	pkg = strings.Map(func(r rune) rune {
 		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
@@ -133,20 +242,126 @@ func Schema(tb testing.TB, migrate MigrateFunc) string {
 		return '_'
 	}, strings.ToLower(pkg))
 	schema := fmt.Sprintf("t_%s_%d_%d", pkg, os.Getpid(), counter.Add(1))
-	if err := migrate(tb.Context(), db, schema); err != nil {
-		tb.Fatalf("pgtest: migrate %s: %v", schema, err)
-	}
 	tb.Cleanup(func() {
 		// Cleanup runs after the test's context is cancelled.
-		if _, err := db.ExecContext(context.Background(), `DROP SCHEMA "`+schema+`" CASCADE`); err != nil {
+		if _, err := db.ExecContext(context.Background(), `DROP SCHEMA IF EXISTS `+pq.QuoteIdentifier(schema)+` CASCADE`); err != nil {
 			tb.Errorf("pgtest: drop schema %s: %v", schema, err)
 		}
 	})
+	if err := migrate(tb.Context(), db, schema); err != nil {
+		tb.Fatalf("pgtest: migrate %s: %v", schema, err)
+	}
+	Grant(tb, db, schema)
 	return schema
 }
 
-// Tx begins a transaction on the shared pool and rolls it back when the
-// test ends: for pure SQL logic that needs no commit.
+// Grant gives the application role what the library needs in schema, and
+// nothing else: USAGE on the schema, SELECT, INSERT, UPDATE and DELETE on
+// its tables, and USAGE on its sequences. Never TRUNCATE, and never CREATE:
+// migrations do not run as the role. Schema calls it; a test that migrates
+// a server of its own calls it with that server's owner pool, after AppURL
+// created the role there.
+func Grant(tb testing.TB, owner *sql.DB, schema string) {
+	tb.Helper()
+	s, r := pq.QuoteIdentifier(schema), pq.QuoteIdentifier(role().name)
+	for _, stmt := range []string{
+		`GRANT USAGE ON SCHEMA ` + s + ` TO ` + r,
+		`GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA ` + s + ` TO ` + r,
+		`GRANT USAGE ON ALL SEQUENCES IN SCHEMA ` + s + ` TO ` + r,
+	} {
+		if _, err := owner.ExecContext(tb.Context(), stmt); err != nil {
+			tb.Fatalf("pgtest: %s: %v", stmt, err)
+		}
+	}
+}
+
+// AppURL creates the application role on the server ownerURL names, if it
+// is missing there, and returns ownerURL with the role as its user: for
+// tests that start a server of their own. Then give the role its tables
+// with Grant once they are migrated.
+func AppURL(tb testing.TB, ownerURL string) string {
+	tb.Helper()
+	owner, err := sql.Open("postgres", ownerURL)
+	if err != nil {
+		tb.Fatalf("pgtest: %v", err)
+	}
+	defer owner.Close()
+	app, err := ensureRole(tb.Context(), owner, ownerURL)
+	if err != nil {
+		tb.Fatalf("pgtest: %v", err)
+	}
+	return app
+}
+
+// ensureRole creates the application role through owner, whose connection
+// string is ownerURL, unless it exists with no more than LOGIN, checks that
+// it can connect, and returns ownerURL with the role as its user.
+func ensureRole(ctx context.Context, owner *sql.DB, ownerURL string) (string, error) {
+	r := role()
+	tx, err := owner.BeginTx(ctx, nil)
+	if err != nil {
+		return "", fmt.Errorf("connect as the server's owner: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	// One at a time, whoever else shares the server.
+	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtext('tidings.pgtest.role'))`); err != nil {
+		return "", fmt.Errorf("lock: %w", err)
+	}
+	var more bool
+	err = tx.QueryRowContext(ctx, `SELECT rolsuper OR rolcreatedb OR rolcreaterole OR rolreplication OR rolbypassrls
+			OR NOT rolcanlogin OR EXISTS (SELECT 1 FROM pg_catalog.pg_auth_members m WHERE m.member = r.oid)
+		FROM pg_catalog.pg_roles r WHERE rolname = $1`, r.name).Scan(&more)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		var user string
+		var may bool
+		if err := tx.QueryRowContext(ctx, `SELECT current_user, rolsuper OR rolcreaterole
+			FROM pg_catalog.pg_roles WHERE rolname = current_user`).Scan(&user, &may); err != nil {
+			return "", fmt.Errorf("read the owner's attributes: %w", err)
+		}
+		if !may {
+			return "", fmt.Errorf("user %s may not create roles, and the tests connect as a role pgtest creates, "+
+				"with only DML on the tables of their schemas: connect as a superuser or a user with CREATEROLE", user)
+		}
+		stmt := `CREATE ROLE ` + pq.QuoteIdentifier(r.name) + ` LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS`
+		if r.password != "" {
+			stmt += ` PASSWORD ` + pq.QuoteLiteral(r.password)
+		}
+		if _, err := tx.ExecContext(ctx, stmt); err != nil {
+			return "", fmt.Errorf("create role %s: %w", r.name, err)
+		}
+	case err != nil:
+		return "", fmt.Errorf("read role %s: %w", r.name, err)
+	case more:
+		return "", fmt.Errorf("role %s exists with more than LOGIN (an attribute, a membership, or no LOGIN): drop it", r.name)
+	}
+	if err := tx.Commit(); err != nil {
+		return "", fmt.Errorf("create role %s: %w", r.name, err)
+	}
+
+	u, err := url.Parse(ownerURL)
+	if err != nil {
+		return "", err
+	}
+	u.User = url.User(r.name)
+	if r.password != "" {
+		u.User = url.UserPassword(r.name, r.password)
+	}
+	app := u.String()
+	db, err := sql.Open("postgres", app)
+	if err != nil {
+		return "", err
+	}
+	defer db.Close()
+	if err := db.PingContext(ctx); err != nil {
+		return "", fmt.Errorf("connect as %s, the role the tests run as (the server must let it in over the owner's "+
+			"host and database, with its password): %w", r.name, err)
+	}
+	return app, nil
+}
+
+// Tx begins a transaction on the shared pool, as the application role, and
+// rolls it back when the test ends: for pure SQL logic that needs no commit.
 func Tx(tb testing.TB) *sql.Tx {
 	tb.Helper()
 	tx, err := DB(tb).BeginTx(tb.Context(), nil)
