@@ -41,6 +41,34 @@ func ExampleStage() {
 	fmt.Println("staged", id)
 }
 
+// Many concurrent writers: stage without the NOTIFY, which would make
+// their commits take turns, and wake the relay once each commit returned.
+func ExampleWaker() {
+	ctx, db := exampleSetup()
+	ob, err := relay.NewOutbox("")
+	if err != nil {
+		panic(err)
+	}
+	waker := ob.NewWaker(db) // one per process, shared by every writer
+	defer func() { _ = waker.Close() }()
+
+	quiet := ob.WithoutWakeUp()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		panic(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := quiet.Stage(ctx, tx, relay.Message{
+		Module: "shop", Kind: "order.placed", Payload: json.RawMessage(`{"order_id": 42}`),
+	}); err != nil {
+		panic(err)
+	}
+	if err := tx.Commit(); err != nil {
+		panic(err)
+	}
+	waker.Wake("shop")
+}
+
 // A service main: migrate, then run the relay of one module until SIGTERM.
 func ExampleSupervise() {
 	dsn := os.Getenv("DATABASE_URL")
