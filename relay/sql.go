@@ -54,7 +54,17 @@ func newQueries(schema string) queries {
 		// due time past the lease and counts the hand in this commit, so a
 		// crash loop still counts. A row handed more than $4 times is dead
 		// here instead of handed again.
-		claim: r.Replace(`WITH due AS (
+		//
+		// The claim commits without waiting for its WAL flush (nosync sets
+		// synchronous_commit for this statement's transaction only): that
+		// wait was most of the time from a wake-up to the hand. What a
+		// server crash can lose is the last fraction of a second of leases
+		// and hand counts, so those records are handed again, as a crash
+		// hands again what was in flight anyway; and any later synchronous
+		// commit (a settle, a sink's own claim, such as the dispatcher's
+		// inbox claim) flushes the WAL up to it first.
+		claim: r.Replace(`WITH nosync AS (SELECT set_config('synchronous_commit', 'off', true)),
+			due AS (
 				SELECT id FROM {t}
 				WHERE module = $1 AND {pending} AND available_at <= now()
 				ORDER BY available_at
@@ -67,7 +77,7 @@ func newQueries(schema string) queries {
 				failure_reason = CASE WHEN o.hands >= $4 THEN format(
 					'handed %s times without being settled, more than MaxHands (%s): the record keeps crashing or hanging its handler; last error: %s',
 					o.hands + 1, $4, coalesce(nullif(o.last_error, ''), 'none')) END
-			FROM due WHERE o.id = due.id
+			FROM due, nosync WHERE o.id = due.id
 			RETURNING o.id, o.kind, o.payload, o.headers, o.correlation_id, o.causation_id,
 				o.created_at, o.attempts, o.hands, o.last_error, o.failed_at IS NOT NULL,
 				extract(epoch FROM now() - o.created_at)`),

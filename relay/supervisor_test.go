@@ -362,3 +362,27 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// The claim commits without waiting for its WAL flush, and only the claim:
+// the session it ran on is back to the server's synchronous_commit, so a
+// sink's own commits on the same pool (an inbox claim) stay durable.
+func TestClaimLeavesTheSessionDurable(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	db := pgtest.Open(t)
+	db.SetMaxOpenConns(1) // the claim's session is the one checked below
+	// The test cluster does not flush; the session asks for it.
+	_, err := db.ExecContext(t.Context(), `SET synchronous_commit = on`)
+	require.NoError(t, err)
+
+	sink := newRecorder(nil)
+	stop := supervise(t, db, b.config(t), sink)
+	b.stage(t, 3)
+	sink.waitHands(t, 3, 10*time.Second)
+	b.eventually(t, "processed_at IS NOT NULL", 3, 10*time.Second)
+	stop()
+
+	var after string
+	require.NoError(t, db.QueryRowContext(t.Context(), `SHOW synchronous_commit`).Scan(&after))
+	require.Equal(t, "on", after)
+}
