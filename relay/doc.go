@@ -12,8 +12,13 @@
 //  2. Wake. Supervise runs the relay of one module. It is woken right after
 //     commit (LISTEN/NOTIFY), sweeps periodically as a safety net for a lost
 //     wake-up, and wakes itself when the earliest retry or lease falls due.
+//     Many concurrent writers stage through Outbox.WithoutWakeUp and send
+//     the wake-up after their commits through a Waker instead, because a
+//     NOTIFY in the transaction makes their commits take turns.
 //  3. Claim. One statement takes a batch of due rows with FOR UPDATE SKIP
-//     LOCKED, leases them and counts the hand, then commits. Concurrent
+//     LOCKED, leases them and counts the hand, then commits (without
+//     waiting for the WAL flush: a server crash can only hand the last
+//     claims again). Concurrent
 //     relays, in one process or on many machines, take different rows; a
 //     relay that dies lets its leases run out and another takes the rows.
 //  4. Hand. Each record goes to the Sink with bounded concurrency, in a
