@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tidings-go/tidings"
@@ -107,8 +108,9 @@ func (b testBundle) count(t *testing.T, where string) int {
 // where is want.
 func (b testBundle) eventually(t *testing.T, where string, want int, within time.Duration) {
 	t.Helper()
-	require.Eventually(t, func() bool { return b.count(t, where) == want }, within, 10*time.Millisecond,
-		"want %d rows where %s, have %d", want, where, b.count(t, where))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Equal(c, want, b.count(t, where), "rows where %s", where)
+	}, within, 10*time.Millisecond)
 }
 
 // supervise runs a relay until the test ends and checks that it returned
