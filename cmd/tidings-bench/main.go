@@ -12,12 +12,13 @@
 //     with 50 rows per transaction, and the staging insert with and
 //     without its NOTIFY;
 //   - stage: staging commits/s with 1, 8 and 32 writers, one request per
-//     transaction, with the wake-up (NOTIFY, a session listening) and
-//     without it (Outbox.WithoutWakeUp);
+//     transaction, a session listening: without the wake-up
+//     (Outbox.WithoutWakeUp), with the NOTIFY in the transaction, and
+//     with the NOTIFY after the commit (relay.Waker);
 //   - steady: requests staged one per transaction at a fixed rate while
 //     the relay runs; commit-to-delivery-start latency for each wake-up
-//     path (LISTEN, short polling, both), next to a raw LISTEN/NOTIFY
-//     floor;
+//     path (LISTEN, LISTEN with a relay.Waker, short polling, both), next
+//     to a raw LISTEN/NOTIFY floor;
 //   - drain: -events requests staged in advance, drained through
 //     relay.Supervise and notification.Dispatcher with an in-memory
 //     delivery answering Delivered, for each GroupSize, BatchSize and
