@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -71,6 +72,15 @@ type Config struct {
 	// transaction through delivery.TxFrom.
 	GroupSize int
 
+	// ChannelLimit is the most deliveries of one channel this dispatcher
+	// runs at once; 0 (the default) means no limit but the relay's
+	// Concurrency. A request handed while its channel is at the limit is
+	// given back unstarted (relay.Later) and handed again after
+	// ChannelBusyDelay, without counting an attempt. Set it below the
+	// relay's Concurrency so that a slow provider holds at most that many
+	// of the relay's slots and the other channels keep flowing.
+	ChannelLimit int
+
 	// InboxRetention is how long claims are kept before Purge removes them:
 	// longer than any redelivery of a request (its lease, its retries, a
 	// re-emit). Default 28 days.
@@ -97,7 +107,8 @@ type Dispatcher struct {
 	inbox      *inbox.Inbox
 	log        *slog.Logger
 	tel        telemetry
-	queue      queue // requests waiting for a group (GroupSize > 1)
+	queue      queue                    // requests waiting for a group (GroupSize > 1)
+	inFlight   map[string]*atomic.Int64 // deliveries running, by channel (ChannelLimit > 0)
 }
 
 var _ relay.Sink = (*Dispatcher)(nil)
@@ -138,6 +149,7 @@ func NewDispatcher(db *sql.DB, cfg *Config) (*Dispatcher, error) {
 		db:         db,
 		cfg:        c,
 		deliveries: maps.Clone(c.Deliveries),
+		inFlight:   inFlight(c),
 		ob:         ob,
 		inbox:      ib,
 		log:        c.Logger.With("component", "notification", "consumer", c.Consumer),
@@ -168,6 +180,9 @@ func (c Config) validate() error {
 	}
 	if c.GroupSize < 0 {
 		return fmt.Errorf("%w: GroupSize is negative", ErrConfig)
+	}
+	if c.ChannelLimit < 0 {
+		return fmt.Errorf("%w: ChannelLimit is negative", ErrConfig)
 	}
 	if c.InboxRetention < 0 {
 		return fmt.Errorf("%w: InboxRetention is negative", ErrConfig)
@@ -202,11 +217,51 @@ func (d *Dispatcher) Handle(ctx context.Context, rec relay.Record) relay.Result 
 		Attempt:       rec.Attempts + 1,
 		StagedAt:      rec.CreatedAt,
 	}
+	if !d.enter(req.Channel) {
+		return relay.Later(ChannelBusyDelay)
+	}
+	defer d.leave(req.Channel)
 	d.tel.lag(ctx, req.Channel, rec.Waited())
 	if d.cfg.GroupSize > 1 {
 		return d.grouped(ctx, dl, p)
 	}
 	return d.once(ctx, dl, p)
+}
+
+// ChannelBusyDelay is how long a request whose channel was at
+// Config.ChannelLimit waits before it is handed again.
+const ChannelBusyDelay = time.Second
+
+func inFlight(c Config) map[string]*atomic.Int64 {
+	if c.ChannelLimit == 0 {
+		return nil
+	}
+	m := make(map[string]*atomic.Int64, len(c.Deliveries))
+	for channel := range c.Deliveries {
+		m[channel] = new(atomic.Int64)
+	}
+	return m
+}
+
+// enter takes one of channel's delivery slots, or reports that it is at
+// its limit.
+func (d *Dispatcher) enter(channel string) bool {
+	n := d.inFlight[channel]
+	if n == nil {
+		return true
+	}
+	if n.Add(1) > int64(d.cfg.ChannelLimit) {
+		n.Add(-1)
+		return false
+	}
+	return true
+}
+
+// leave gives back the slot enter took.
+func (d *Dispatcher) leave(channel string) {
+	if n := d.inFlight[channel]; n != nil {
+		n.Add(-1)
+	}
 }
 
 // claimTx is the isolation of a claim's transaction, whatever the server's

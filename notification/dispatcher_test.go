@@ -256,6 +256,7 @@ func TestNewDispatcherRejectsBadConfig(t *testing.T) {
 		"BadPolicy":    {func(c *notification.Config) { c.Policy.MaxAttempts = -1 }, "MaxAttempts"},
 		"BadTimeout":   {func(c *notification.Config) { c.DeliveryTimeout = -time.Second }, "DeliveryTimeout is negative"},
 		"BadSchema":    {func(c *notification.Config) { c.Schema = "a;b" }, "schema"},
+		"BadLimit":     {func(c *notification.Config) { c.ChannelLimit = -1 }, "ChannelLimit is negative"},
 	} {
 		cfg := b.config()
 		tc.mutate(&cfg)

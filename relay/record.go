@@ -89,7 +89,7 @@ const (
 	outcomeDone
 	outcomeRetry
 	outcomeDead
-	outcomeRelease // never handed: give the lease back
+	outcomeRelease // given back unstarted: at shutdown, or Later
 	outcomeUnsure  // the effect may or may not have happened
 )
 
@@ -98,7 +98,7 @@ func (o outcome) String() string {
 }
 
 // Result is a sink's answer for one record. Build it with Done, DoneWith,
-// Retry or Dead. The zero Result is no answer: the relay records it as a
+// Retry, Unsure, Later or Dead. The zero Result is no answer: the relay records it as a
 // retry whose reason says so.
 type Result struct {
 	outcome outcome
@@ -130,6 +130,12 @@ func Unsure(delay time.Duration, reason error) Result {
 	return Result{outcome: outcomeUnsure, delay: max(delay, 0), text: reasonText(reason)}
 }
 
+// Later gives the record back unstarted, to be handed again once delay has
+// passed: the sink did not begin on it, as when a limit of its own was
+// reached. Neither an attempt nor the hand is counted, so a record that
+// waits this way never exhausts its retries or MaxHands.
+func Later(delay time.Duration) Result { return Result{outcome: outcomeRelease, delay: max(delay, 0)} }
+
 // Dead settles the record as dead with reason, to be listed and re-emitted
 // by an operator.
 func Dead(reason error) Result { return Result{outcome: outcomeDead, text: reasonText(reason)} }
@@ -159,6 +165,8 @@ func (r Result) String() string {
 		return fmt.Sprintf("unsure, again in %s: %s", r.delay, r.text)
 	case outcomeDead:
 		return "dead: " + r.text
+	case outcomeRelease:
+		return fmt.Sprintf("later, in %s", r.delay)
 	}
 	return r.outcome.String()
 }

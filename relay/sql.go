@@ -101,7 +101,7 @@ func newQueries(schema string) queries {
 				available_at = CASE r.outcome
 					WHEN 'retry' THEN now() + make_interval(secs => r.delay)
 					WHEN 'unsure' THEN now() + make_interval(secs => r.delay)
-					WHEN 'release' THEN now()
+					WHEN 'release' THEN now() + make_interval(secs => r.delay)
 					ELSE o.available_at END
 			FROM unnest($1::uuid[], $2::int[], $3::text[], $4::float8[], $5::text[]) AS r(id, hands, outcome, delay, text)
 			WHERE o.id = r.id AND o.hands = r.hands AND o.{pending}`),

@@ -387,3 +387,35 @@ func TestClaimLeavesTheSessionDurable(t *testing.T) {
 	require.NoError(t, db.QueryRowContext(t.Context(), `SHOW synchronous_commit`).Scan(&after))
 	require.Equal(t, "on", after)
 }
+
+// Later gives a record back unstarted: it is handed again once the delay
+// has passed, and neither the attempt nor that hand is counted.
+func TestLaterGivesTheRecordBackUncounted(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const delay = 400 * time.Millisecond
+	var first time.Time
+	var mu sync.Mutex
+	sink := newRecorder(func(ctx context.Context, rec relay.Record) relay.Result {
+		mu.Lock()
+		defer mu.Unlock()
+		if first.IsZero() {
+			first = time.Now()
+			return relay.Later(delay)
+		}
+		if since := time.Since(first); since < delay {
+			return relay.Dead(fmt.Errorf("handed again after %s, before the delay", since))
+		}
+		return relay.Done()
+	})
+	supervise(t, b.db, b.config(t), sink)
+	ids := b.stage(t, 1)
+	b.eventually(t, "processed_at IS NOT NULL", 1, 10*time.Second)
+	require.Equal(t, 2, sink.handsOf(ids[0]))
+	st, err := b.ob.Status(t.Context(), b.db, ids[0])
+	require.NoError(t, err)
+	require.Equal(t, 0, st.Attempts)
+	require.Equal(t, 1, st.Hands, "the hand given back is not counted")
+	require.Empty(t, st.LastError)
+	require.Equal(t, "later, in 400ms", relay.Later(delay).String())
+}

@@ -85,6 +85,8 @@ func Run(ctx context.Context, cfg Config, ln net.Listener) error {
 	}
 	disp, err := notification.NewDispatcher(cfg.DB, &notification.Config{
 		Consumer: "bookings_notify", Deliveries: deliveries, Logger: cfg.Logger,
+		// A provider that hangs holds at most 20 of the relay's 50 slots.
+		ChannelLimit: 20,
 	})
 	if err != nil {
 		return err
