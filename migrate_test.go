@@ -119,10 +119,11 @@ func requireOneRowPerVersion(t *testing.T, db *sql.DB, schema string) []migratio
 	return ms
 }
 
-// tables returns the tables of schema.
+// tables returns the tables of schema. It works in a cleanup too, after
+// the test's context is cancelled.
 func tables(t *testing.T, db *sql.DB, schema string) []string {
 	t.Helper()
-	rows, err := db.QueryContext(t.Context(), `SELECT c.relname FROM pg_catalog.pg_class c
+	rows, err := db.QueryContext(context.Background(), `SELECT c.relname FROM pg_catalog.pg_class c
 		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 		WHERE n.nspname = $1 AND c.relkind = 'r' ORDER BY 1`, schema)
 	require.NoError(t, err)

@@ -245,25 +245,6 @@ func secCatalog(t *testing.T, db *sql.DB) []string {
 	return objects
 }
 
-// secTables returns the tables of schema; unlike tables, it works in a
-// cleanup, after the test's context is cancelled.
-func secTables(t *testing.T, db *sql.DB, schema string) []string {
-	t.Helper()
-	rows, err := db.QueryContext(context.Background(), `SELECT c.relname FROM pg_catalog.pg_class c
-		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-		WHERE n.nspname = $1 AND c.relkind = 'r' ORDER BY 1`, schema)
-	require.NoError(t, err)
-	defer rows.Close()
-	var names []string
-	for rows.Next() {
-		var name string
-		require.NoError(t, rows.Scan(&name))
-		names = append(names, name)
-	}
-	require.NoError(t, rows.Err())
-	return names
-}
-
 // TestNames calls every entry point that takes a schema, module, consumer
 // or channel name with each of secBadNames: each answers with an error that
 // names the field and says what is wrong with the name, and none of them
@@ -279,13 +260,13 @@ func TestNames(t *testing.T) {
 	b := secNameBundle{db: db, schema: schema, ob: ob, ib: ib}
 
 	before := secCatalog(t, db)
-	ownTables := secTables(t, db, schema)
+	ownTables := tables(t, db, schema)
 	var handed atomic.Int64
 	t.Cleanup(func() {
 		// Runs once every subtest is done.
 		require.Zero(t, handed.Load(), "a relay with a bad name handed a record")
 		require.Equal(t, before, secCatalog(t, db), "a bad name created, dropped or renamed an object")
-		require.Equal(t, ownTables, secTables(t, db, schema))
+		require.Equal(t, ownTables, tables(t, db, schema))
 		for _, table := range []string{"outbox", "inbox"} {
 			var n int
 			require.NoError(t, db.QueryRowContext(context.Background(),
@@ -1067,6 +1048,6 @@ func TestLeastPrivilege(t *testing.T) {
 		require.NoError(t, admin.QueryRowContext(t.Context(),
 			`SELECT count(*) FROM `+pq.QuoteIdentifier(schema)+`.migrations`).Scan(&after))
 		require.Equal(t, versions, after)
-		require.Equal(t, []string{"inbox", "migrations", "outbox"}, secTables(t, admin, schema))
+		require.Equal(t, []string{"inbox", "migrations", "outbox"}, tables(t, admin, schema))
 	})
 }

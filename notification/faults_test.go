@@ -60,7 +60,7 @@ func TestFaultConnectionCutAtCommitIsUnsureNeverDead(t *testing.T) {
 			proxy, dsn := tcpproxy.StartFor(t, pgtest.URL(t))
 			pool := faultPool(t, dsn, 2)
 			cut := proxy.CutOnQuery(tcpproxy.Query("COMMIT"), tc.when)
-			b.run(t, b.dispatcher2(t, pool, b.config()))
+			b.run(t, b.dispatcherOn(t, pool, b.config()))
 
 			id := b.stage(t, mailTo("a@example.com"))[0]
 			faultWait(t, cut, "the COMMIT was never cut")
@@ -166,7 +166,7 @@ func TestFaultProviderSlowerThanTheLease(t *testing.T) {
 		rcfg.Concurrency = 2
 		rcfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		id := b.stage(t, mailTo("a@example.com"))[0]
-		faultSupervise(t, pool, rcfg, b.dispatcher2(t, pool, cfg))
+		supervise(t, pool, rcfg, b.dispatcherOn(t, pool, cfg))
 		t.Cleanup(func() { answer[1](); answer[2]() }) // runs before the relay stops
 
 		require.Equal(t, 1, faultRecv(t, started))
@@ -227,7 +227,7 @@ func TestFaultIdleTransactionTimeoutMidDeliveryIsOfferedAgain(t *testing.T) {
 	var logs lockedBuffer
 	rcfg := b.relayConfig(t)
 	rcfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
-	faultSupervise(t, pool, rcfg, b.dispatcher2(t, pool, cfg))
+	supervise(t, pool, rcfg, b.dispatcherOn(t, pool, cfg))
 	require.Eventually(t, func() bool {
 		return strings.Contains(logs.String(), "idle_in_transaction_session_timeout is not above HandTimeout")
 	}, 5*time.Second, 5*time.Millisecond, "the relay warns at start")
@@ -275,7 +275,7 @@ func TestFaultPoolExhaustionStillClaimsSettlesPurgesAndStages(t *testing.T) {
 	rcfg.BatchSize = 10
 	rcfg.PurgeInterval = 100 * time.Millisecond
 	rcfg.Retention = time.Millisecond
-	faultSupervise(t, pool, rcfg, b.dispatcher2(t, pool, cfg))
+	supervise(t, pool, rcfg, b.dispatcherOn(t, pool, cfg))
 
 	const first, trickle = 20, 40
 	reqs := make([]notification.Request, first)
@@ -441,8 +441,8 @@ func TestFaultTimesComeFromTheDatabaseClock(t *testing.T) {
 	})}
 	rcfg := b.relayConfig(t)
 	rcfg.PurgeInterval = 100 * time.Millisecond
-	d := b.dispatcher2(t, pool, cfg)
-	faultSupervise(t, pool, rcfg, d)
+	d := b.dispatcherOn(t, pool, cfg)
+	supervise(t, pool, rcfg, d)
 
 	msg := must(mailTo("a@example.com").Message(module))
 	ids, err := b.ob.StageBatch(t.Context(), pool, []relay.Message{msg})
@@ -499,14 +499,6 @@ func TestFaultTimesComeFromTheDatabaseClock(t *testing.T) {
 // faultTimestamp matches a time written out, as PostgreSQL or RFC 3339 do.
 var faultTimestamp = regexp.MustCompile(`\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}`)
 
-// dispatcher2 is a dispatcher whose inbox claims go through pool.
-func (b testBundle) dispatcher2(t *testing.T, pool *sql.DB, cfg notification.Config) *notification.Dispatcher {
-	t.Helper()
-	d, err := notification.NewDispatcher(pool, &cfg)
-	require.NoError(t, err)
-	return d
-}
-
 // faultPool opens a pool of at most maxOpen connections on dsn, closed
 // when the test ends.
 func faultPool(t *testing.T, dsn string, maxOpen int) *sql.DB {
@@ -535,23 +527,6 @@ func faultWithSetting(t *testing.T, dsn, name, value string) string {
 	u, err := url.Parse(dsn)
 	require.NoError(t, err)
 	return faultWithParam(t, dsn, "options", strings.TrimSpace(u.Query().Get("options")+" -c "+name+"="+value))
-}
-
-// faultSupervise runs a relay on db until the test ends.
-func faultSupervise(t *testing.T, db *sql.DB, cfg relay.Config, sink relay.Sink) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- relay.Supervise(ctx, db, &cfg, sink) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			require.NoError(t, err)
-		case <-time.After(30 * time.Second):
-			t.Error("Supervise did not return within 30 s of its context ending")
-		}
-	})
 }
 
 func faultRecv[T any](t *testing.T, ch <-chan T) T {

@@ -53,7 +53,13 @@ func (b testBundle) config() notification.Config {
 
 func (b testBundle) dispatcher(t *testing.T, cfg notification.Config) *notification.Dispatcher {
 	t.Helper()
-	d, err := notification.NewDispatcher(b.db, &cfg)
+	return b.dispatcherOn(t, b.db, cfg)
+}
+
+// dispatcherOn is dispatcher on a pool of the test's own.
+func (b testBundle) dispatcherOn(t *testing.T, db *sql.DB, cfg notification.Config) *notification.Dispatcher {
+	t.Helper()
+	d, err := notification.NewDispatcher(db, &cfg)
 	require.NoError(t, err)
 	return d
 }
@@ -79,12 +85,24 @@ func (b testBundle) run(t *testing.T, sink relay.Sink) {
 // runWith supervises a relay of cfg with sink until the test ends.
 func (b testBundle) runWith(t *testing.T, cfg relay.Config, sink relay.Sink) {
 	t.Helper()
+	supervise(t, b.db, cfg, sink)
+}
+
+// supervise runs a relay on db until the test ends and checks that it
+// returned nil.
+func supervise(t *testing.T, db *sql.DB, cfg relay.Config, sink relay.Sink) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- relay.Supervise(ctx, b.db, &cfg, sink) }()
+	go func() { done <- relay.Supervise(ctx, db, &cfg, sink) }()
 	t.Cleanup(func() {
 		cancel()
-		require.NoError(t, <-done)
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(30 * time.Second):
+			t.Error("Supervise did not return within 30 s of its context ending")
+		}
 	})
 }
 
