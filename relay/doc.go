@@ -25,8 +25,9 @@
 //     context carrying the staging write's trace and correlation id.
 //  5. Settle. The sink's Result is recorded on the row, fenced by the hand
 //     it belongs to: processed (Done), pending again after a delay (Retry;
-//     the attempt is counted on the row, so it survives restarts), or dead
-//     (Dead). A record handed more than MaxHands times, because it keeps
+//     the attempt is counted on the row, so it survives restarts; Unsure
+//     and Later count none), or dead (Dead). A record handed more than
+//     MaxHands times, because it keeps
 //     crashing or hanging its process, is dead with a reason saying so.
 //  6. Operate. Outbox.ListDead shows dead records, Outbox.Reemit hands them
 //     back once the cause is fixed, and Outbox.Purge (also run by the
