@@ -169,7 +169,13 @@ func (s *supervisor) claimLoop(ctx context.Context, queue chan<- Record) {
 			continue
 		}
 		limit := min(free, s.cfg.BatchSize)
-		recs, err := s.claim(ctx, limit)
+		// The claim does not end with ctx: a claim the server committed
+		// after a cancelled caller stopped listening would leave its
+		// records leased for a whole lease by a relay that is gone. Its
+		// answer is awaited for the grace period, and released below.
+		claimCtx, cancelClaim := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.GracePeriod)
+		recs, err := s.claim(claimCtx, limit)
+		cancelClaim()
 		if err != nil {
 			if ctx.Err() != nil {
 				return
