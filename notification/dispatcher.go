@@ -410,31 +410,44 @@ func (d *Dispatcher) Wait(ctx context.Context, id uuid.UUID) (relay.Status, erro
 // was delivered, and the cancel came too late). If a delivery of it is
 // running, Cancel waits for it to end: its claim in the inbox decides.
 func (d *Dispatcher) Cancel(ctx context.Context, id uuid.UUID) (relay.Status, error) {
-	if err := d.cancel(ctx, id); err != nil {
+	delivered, err := d.cancel(ctx, id)
+	if err != nil {
 		return relay.Status{ID: id}, err
+	}
+	if delivered {
+		// The claim committed with the delivery; the relay settles the
+		// record right after.
+		return d.Wait(ctx, id)
 	}
 	return d.Status(ctx, id)
 }
 
-func (d *Dispatcher) cancel(ctx context.Context, id uuid.UUID) error {
+// cancel settles id as cancelled unless a delivery's claim committed
+// first, which it reports.
+func (d *Dispatcher) cancel(ctx context.Context, id uuid.UUID) (delivered bool, err error) {
 	tx, err := d.db.BeginTx(ctx, claimTx)
 	if err != nil {
-		return fmt.Errorf("notification: cancel: %w", err)
+		return false, fmt.Errorf("notification: cancel: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	pending, err := d.ob.Cancel(ctx, tx, id)
-	if err != nil || !pending {
-		return err
-	}
-	// The claim makes the cancel and a running delivery exclude each
-	// other: if a delivery committed its claim, the request was delivered
-	// and the cancel rolls back; otherwise no delivery can claim it now.
+	// The claim first, as a delivery takes it: a running delivery holds
+	// it until it ends, so the cancel waits for its answer. If the
+	// delivery committed, the request was delivered and the cancel is too
+	// late; otherwise no delivery can claim it after the cancel.
 	first, err := d.inbox.Once(ctx, tx, d.cfg.Consumer, id)
-	if err != nil || !first {
-		return err
+	if err != nil {
+		return false, fmt.Errorf("notification: cancel: %w", err)
+	}
+	if !first {
+		return true, nil
+	}
+	// A record that is no longer pending keeps its state, and no claim:
+	// a dead one re-emitted later must still be delivered.
+	if cancelled, err := d.ob.Cancel(ctx, tx, id); err != nil || !cancelled {
+		return false, err
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("notification: cancel: commit: %w", err)
+		return false, fmt.Errorf("notification: cancel: commit: %w", err)
 	}
-	return nil
+	return false, nil
 }

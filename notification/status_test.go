@@ -82,6 +82,25 @@ func TestStatusScheduleAndCancel(t *testing.T) {
 		require.Equal(t, relay.StateProcessed, st.State)
 	})
 
+	t.Run("CancelOfADeadRequestLeavesItToReemit", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.mail.Script(delivery.Reject(errors.New("mailbox unknown")))
+		d := b.dispatcher(t, b.config())
+		b.run(t, d)
+		id := b.stage(t, mailTo("a@example.com"))[0]
+		require.Equal(t, relay.StateDead, b.waitSettled(t, id).State)
+		st, err := d.Cancel(t.Context(), id)
+		require.NoError(t, err)
+		require.Equal(t, relay.StateDead, st.State, "a dead request stays dead")
+
+		n, err := b.ob.Reemit(t.Context(), b.db, &relay.DeadFilter{IDs: []uuid.UUID{id}})
+		require.NoError(t, err)
+		require.EqualValues(t, 1, n)
+		require.Equal(t, relay.StateProcessed, b.waitSettled(t, id).State)
+		require.Equal(t, 2, b.mail.Count(id), "delivered after the re-emit: the cancel left no claim")
+	})
+
 	t.Run("CancelDuringADeliveryWaitsForItsAnswer", func(t *testing.T) {
 		t.Parallel()
 		for _, answer := range []delivery.Outcome{delivery.Delivered(), delivery.Retry(errors.New("busy"))} {
@@ -91,14 +110,15 @@ func TestStatusScheduleAndCancel(t *testing.T) {
 				slow := newBlocked()
 				cfg := b.config()
 				cfg.Deliveries = map[string]delivery.Delivery{"mail": slow}
-				d := b.dispatcher(t, cfg)
-				b.run(t, d)
+				b.run(t, b.dispatcher(t, cfg))
 				id := b.stage(t, mailTo("a@example.com"))[0]
 				<-slow.started
 
+				// Cancelled from another process's dispatcher.
+				other := b.dispatcher(t, cfg)
 				cancelled := make(chan relay.Status, 1)
 				go func() {
-					st, err := d.Cancel(context.Background(), id)
+					st, err := other.Cancel(context.Background(), id)
 					if err != nil {
 						st.State = relay.State("error: " + err.Error())
 					}
@@ -108,8 +128,8 @@ func TestStatusScheduleAndCancel(t *testing.T) {
 				slow.answer <- answer
 				st := <-cancelled
 				if answer.Kind() == delivery.KindDelivered {
-					require.Equal(t, relay.StateProcessed, b.waitSettled(t, id).State)
-					require.NotEqual(t, relay.StateCancelled, st.State, "too late: it was delivered")
+					require.Equal(t, relay.StateProcessed, st.State, "too late: Cancel answers what the delivery decided")
+					require.Equal(t, relay.StateProcessed, b.status(t, id).State)
 				} else {
 					require.Equal(t, relay.StateCancelled, st.State)
 					require.Equal(t, relay.StateCancelled, b.status(t, id).State)
