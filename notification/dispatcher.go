@@ -206,7 +206,7 @@ func (d *Dispatcher) Handle(ctx context.Context, rec relay.Record) relay.Result 
 		d.tel.outcome(ctx, "", outcomeDead)
 		return relay.Dead(fmt.Errorf("no delivery is registered for channel %q", req.Channel))
 	}
-	p := delivery.Pending{
+	p := job{unsure: rec.Unsure, Pending: delivery.Pending{
 		ID:            rec.ID,
 		Channel:       req.Channel,
 		Recipient:     req.Recipient,
@@ -216,7 +216,7 @@ func (d *Dispatcher) Handle(ctx context.Context, rec relay.Record) relay.Result 
 		CausationID:   rec.CausationID,
 		Attempt:       rec.Attempts + 1,
 		StagedAt:      rec.CreatedAt,
-	}
+	}}
 	if !d.enter(req.Channel) {
 		return relay.Later(ChannelBusyDelay)
 	}
@@ -271,7 +271,7 @@ var claimTx = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 
 // once runs the delivery of p inside one transaction that holds its inbox
 // claim, and commits only if it was delivered.
-func (d *Dispatcher) once(ctx context.Context, dl delivery.Delivery, p delivery.Pending) relay.Result {
+func (d *Dispatcher) once(ctx context.Context, dl delivery.Delivery, p job) relay.Result {
 	tx, err := d.db.BeginTx(ctx, claimTx)
 	if err != nil {
 		return d.unsure(ctx, p, fmt.Errorf("begin the claim's transaction: %w", err))
@@ -300,7 +300,7 @@ func (d *Dispatcher) once(ctx context.Context, dl delivery.Delivery, p delivery.
 
 // answer maps a delivery's outcome, and the commit of its claim, onto the
 // relay's result.
-func (d *Dispatcher) answer(ctx context.Context, p delivery.Pending, out delivery.Outcome, commitErr error) relay.Result {
+func (d *Dispatcher) answer(ctx context.Context, p job, out delivery.Outcome, commitErr error) relay.Result {
 	switch out.Kind() {
 	case delivery.KindDelivered:
 		if commitErr != nil {
@@ -323,7 +323,7 @@ func (d *Dispatcher) answer(ctx context.Context, p delivery.Pending, out deliver
 
 // retry maps a Retry onto the policy: pending again after its delay (or
 // the provider's, if longer), or dead when the attempts are exhausted.
-func (d *Dispatcher) retry(ctx context.Context, p delivery.Pending, out delivery.Outcome) relay.Result {
+func (d *Dispatcher) retry(ctx context.Context, p job, out delivery.Outcome) relay.Result {
 	if d.cfg.Policy.Exhausted(p.Attempt) {
 		d.tel.outcome(ctx, p.Channel, outcomeDead)
 		return relay.Dead(fmt.Errorf("exhausted after %d attempts: %w", p.Attempt, out.Reason()))
@@ -335,16 +335,24 @@ func (d *Dispatcher) retry(ctx context.Context, p delivery.Pending, out delivery
 // unsure answers for a failure of the claim's own transaction, which is no
 // fault of the delivery: the request is offered again without counting an
 // attempt, so a database outage never exhausts it or makes it dead.
-func (d *Dispatcher) unsure(ctx context.Context, p delivery.Pending, err error) relay.Result {
+func (d *Dispatcher) unsure(ctx context.Context, p job, err error) relay.Result {
 	d.tel.outcome(ctx, p.Channel, outcomeRetried)
 	d.log.WarnContext(ctx, "claim's transaction failed; offering the request again", "outbox_id", p.ID, "err", err)
-	return relay.Unsure(d.cfg.Policy.Delay(p.Attempt), err)
+	// Backed off by the failures so far: a flapping connection does not
+	// spend the relay's MaxUnsure in a minute.
+	return relay.Unsure(d.cfg.Policy.Delay(p.unsure+1), err)
+}
+
+// job is a request on its way through the dispatcher.
+type job struct {
+	delivery.Pending
+	unsure int // earlier answers Unsure (relay.Record.Unsure)
 }
 
 // deliver calls the delivery with the timeout, turning a panic or an
 // overrun into a Retry that says so.
-func (d *Dispatcher) deliver(ctx context.Context, dl delivery.Delivery, p delivery.Pending) (out delivery.Outcome) {
-	ctx, span := d.tel.startSpan(ctx, p)
+func (d *Dispatcher) deliver(ctx context.Context, dl delivery.Delivery, p job) (out delivery.Outcome) {
+	ctx, span := d.tel.startSpan(ctx, p.Pending)
 	defer span.End()
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.DeliveryTimeout)
 	defer cancel()
@@ -360,7 +368,7 @@ func (d *Dispatcher) deliver(ctx context.Context, dl delivery.Delivery, p delive
 		}
 		d.tel.finished(ctx, span, p.Channel, out, time.Since(start))
 	}()
-	return dl.Deliver(ctx, p)
+	return dl.Deliver(ctx, p.Pending)
 }
 
 // Purge deletes the dispatcher's inbox claims older than InboxRetention.

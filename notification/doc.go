@@ -23,8 +23,11 @@
 //     that reason;
 //   - a failure of the claim's own transaction (the database went away, a
 //     commit lost its answer) is no fault of the delivery: the request is
-//     offered again without counting an attempt (relay.Unsure), so it can
-//     never be dead because of it.
+//     offered again without counting an attempt or a hand (relay.Unsure).
+//     Only a transaction that fails relay.Config.MaxUnsure times (5 by
+//     default), a fault of the setup such as a server that ends idle
+//     transactions before the provider answers, makes the request dead,
+//     with a reason that says so.
 //
 // No database can make a provider's send atomic with a commit: a crash
 // after the provider accepted a message and before the commit delivers it

@@ -68,7 +68,8 @@ func TestFaultConnectionCutAtCommitIsUnsureNeverDead(t *testing.T) {
 			require.Equal(t, relay.StateProcessed, st.State, "%+v", st)
 			require.Equal(t, 1, b.claims(t, id))
 			require.Zero(t, st.Attempts, "the cut is no attempt")
-			require.Equal(t, 2, st.Hands, "offered once more after the cut")
+			require.Equal(t, 1, st.Unsure, "offered once more after the cut")
+			require.Equal(t, 1, st.Hands, "the unsure hand is not counted")
 			require.Contains(t, st.LastError, "delivered, but the claim's commit failed")
 			require.Equal(t, tc.calls, b.mail.Count(id))
 			for _, p := range b.mail.Requests() {
@@ -245,6 +246,41 @@ func TestFaultIdleTransactionTimeoutMidDeliveryIsOfferedAgain(t *testing.T) {
 	for _, got := range seen {
 		require.Equal(t, id, got)
 	}
+}
+
+// A claim's transaction that can never commit (the server ends idle
+// transactions before the provider answers, every time) is a fault of the
+// setup, not of the delivery, nor a crash: the request is dead after
+// MaxUnsure such hands, with a reason that says so, however low MaxHands
+// is, and no attempt is counted.
+func TestFaultClaimThatNeverCommitsIsDeadAfterMaxUnsure(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	pool := faultPool(t, faultWithSetting(t, pgtest.URL(t), "idle_in_transaction_session_timeout", "200"), 5)
+	var calls atomic.Int64
+	cfg := b.config()
+	cfg.Deliveries = map[string]delivery.Delivery{"mail": delivery.Func(func(ctx context.Context, p delivery.Pending) delivery.Outcome {
+		calls.Add(1)
+		select { // a provider slower than the server lets a transaction sit idle
+		case <-time.After(500 * time.Millisecond):
+			return delivery.Delivered()
+		case <-ctx.Done():
+			return delivery.Retry(ctx.Err())
+		}
+	})}
+	rcfg := b.relayConfig(t)
+	rcfg.MaxHands = 3
+	rcfg.MaxUnsure = 4
+	supervise(t, pool, rcfg, b.dispatcherOn(t, pool, cfg))
+
+	id := b.stage(t, mailTo("a@example.com"))[0]
+	st := b.waitSettled(t, id)
+	require.Equal(t, relay.StateDead, st.State, "%+v", st)
+	require.Contains(t, st.Reason, "could not commit its work 4 times (MaxUnsure); last: delivered, but the claim's commit failed")
+	require.NotContains(t, st.Reason, "MaxHands")
+	require.Equal(t, 1, st.Attempts, "only the final answer counts")
+	require.EqualValues(t, 4, calls.Load(), "the provider was called on each of the four hands")
+	require.Zero(t, b.claims(t, id))
 }
 
 // Few connections, many slow deliveries: a pool of 3 for the relay and

@@ -34,7 +34,7 @@ const groupSlack = 5 * time.Second
 type member struct {
 	ctx   context.Context
 	dl    delivery.Delivery
-	p     delivery.Pending
+	p     job
 	lead  chan struct{} // cap 1: form the next group
 	group chan *group   // cap 1: the group it joined
 
@@ -93,7 +93,7 @@ func (q *queue) take(n int) []*member {
 }
 
 // grouped delivers p as a member of a group.
-func (d *Dispatcher) grouped(ctx context.Context, dl delivery.Delivery, p delivery.Pending) relay.Result {
+func (d *Dispatcher) grouped(ctx context.Context, dl delivery.Delivery, p job) relay.Result {
 	m := &member{ctx: ctx, dl: dl, p: p, lead: make(chan struct{}, 1), group: make(chan *group, 1)}
 	d.queue.join(m)
 	select {

@@ -21,6 +21,7 @@ const (
 	LeaseDefault         = 2 * HandTimeoutDefault
 	SweepIntervalDefault = 30 * time.Second
 	MaxHandsDefault      = 25
+	MaxUnsureDefault     = 5
 	GracePeriodDefault   = 10 * time.Second
 	RetentionDefault     = 7 * 24 * time.Hour
 	PurgeIntervalDefault = 10 * time.Minute
@@ -70,6 +71,17 @@ type Config struct {
 	// Default 25.
 	MaxHands int
 
+	// MaxUnsure bounds how often a record may be answered Unsure: the
+	// sink could not tell whether its effect took place, because its own
+	// transaction failed (the database went away, a commit lost its
+	// answer). Such answers count neither an attempt nor a hand, so a
+	// record is not dead because of a short outage; but a sink whose
+	// transaction can never commit (a server that ends idle transactions
+	// before the sink is done, say) is a fault that a person must see, so
+	// the MaxUnsure-th such answer makes the record dead with a reason
+	// that says so. Default 5.
+	MaxUnsure int
+
 	// GracePeriod is how long Supervise lets in-flight hands finish after
 	// its context ends, before it cancels them. Default 10 s.
 	GracePeriod time.Duration
@@ -115,6 +127,7 @@ func (c Config) withDefaults() Config {
 	def(&c.BatchSize, BatchSizeDefault)
 	def(&c.Concurrency, ConcurrencyDefault)
 	def(&c.MaxHands, MaxHandsDefault)
+	def(&c.MaxUnsure, MaxUnsureDefault)
 	defDur(&c.HandTimeout, HandTimeoutDefault)
 	defDur(&c.Lease, 2*c.HandTimeout)
 	defDur(&c.SweepInterval, SweepIntervalDefault)
@@ -141,6 +154,7 @@ func (c Config) validate() error {
 		{"BatchSize", int64(c.BatchSize)},
 		{"Concurrency", int64(c.Concurrency)},
 		{"MaxHands", int64(c.MaxHands)},
+		{"MaxUnsure", int64(c.MaxUnsure)},
 		{"HandTimeout", int64(c.HandTimeout)},
 		{"Lease", int64(c.Lease)},
 		{"SweepInterval", int64(c.SweepInterval)},

@@ -26,7 +26,8 @@
 //  5. Settle. The sink's Result is recorded on the row, fenced by the hand
 //     it belongs to: processed (Done), pending again after a delay (Retry;
 //     the attempt is counted on the row, so it survives restarts; Unsure
-//     and Later count none), or dead (Dead). A record handed more than
+//     and Later count neither an attempt nor the hand, and MaxUnsure bounds
+//     Unsure), or dead (Dead). A record handed more than
 //     MaxHands times, because it keeps
 //     crashing or hanging its process, is dead with a reason saying so.
 //  6. Operate. Outbox.ListDead shows dead records, Outbox.Reemit hands them

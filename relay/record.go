@@ -41,6 +41,7 @@ type Record struct {
 	CreatedAt     time.Time         // staging time (database clock)
 	Attempts      int               // answers other than done so far; this hand is attempt Attempts+1
 	Hand          int               // 1 on the first hand; counts crashes and lease expiries too
+	Unsure        int               // Unsure answers so far (see Config.MaxUnsure)
 	LastError     string            // the reason of the last retry; empty on the first attempt
 
 	staged    time.Duration // staging to claim, on the database clock
@@ -121,11 +122,12 @@ func Retry(delay time.Duration, reason error) Result {
 }
 
 // Unsure leaves the record pending until delay has passed, keeping reason
-// as its last error, without counting an attempt: the sink cannot tell
-// whether its effect happened, as when the commit of a delivered request
-// lost its answer. Such a record is handed again (the sink's idempotency
-// decides) and never exhausts a retry budget for it; MaxHands still bounds
-// a record that is unsure every time.
+// as its last error, without counting an attempt or the hand: the sink
+// cannot tell whether its effect happened, as when the commit of a
+// delivered request lost its answer. Such a record is handed again (the
+// sink's idempotency decides) and never exhausts a retry budget or
+// MaxHands for it; Config.MaxUnsure bounds a record that is unsure every
+// time.
 func Unsure(delay time.Duration, reason error) Result {
 	return Result{outcome: outcomeUnsure, delay: max(delay, 0), text: reasonText(reason)}
 }

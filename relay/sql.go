@@ -79,7 +79,7 @@ func newQueries(schema string) queries {
 					o.hands + 1, $4, coalesce(nullif(o.last_error, ''), 'none')) END
 			FROM due, nosync WHERE o.id = due.id
 			RETURNING o.id, o.kind, o.payload, o.headers, o.correlation_id, o.causation_id,
-				o.created_at, o.attempts, o.hands, o.last_error, o.failed_at IS NOT NULL,
+				o.created_at, o.attempts, o.hands, o.unsure, o.last_error, o.failed_at IS NOT NULL,
 				extract(epoch FROM now() - o.created_at)`),
 
 		// Seconds until the module's next row falls due: a retry, a
@@ -97,7 +97,8 @@ func newQueries(schema string) queries {
 				failure_reason = CASE WHEN r.outcome = 'dead' THEN r.text END,
 				attempts = o.attempts + CASE WHEN r.outcome IN ('retry', 'dead') THEN 1 ELSE 0 END,
 				last_error = CASE WHEN r.outcome IN ('retry', 'dead', 'unsure') THEN r.text ELSE o.last_error END,
-				hands = o.hands - CASE WHEN r.outcome = 'release' THEN 1 ELSE 0 END,
+				hands = o.hands - CASE WHEN r.outcome IN ('release', 'unsure') THEN 1 ELSE 0 END,
+				unsure = o.unsure + CASE WHEN r.outcome = 'unsure' THEN 1 ELSE 0 END,
 				available_at = CASE r.outcome
 					WHEN 'retry' THEN now() + make_interval(secs => r.delay)
 					WHEN 'unsure' THEN now() + make_interval(secs => r.delay)
@@ -125,7 +126,7 @@ func newQueries(schema string) queries {
 		// the caller wakes each module's relay in the same transaction.
 		reemit: r.Replace(`WITH up AS (
 				UPDATE {t} SET failed_at = NULL, failure_reason = NULL,
-					attempts = 0, hands = 0, available_at = now()
+					attempts = 0, hands = 0, unsure = 0, available_at = now()
 				WHERE failed_at IS NOT NULL
 					AND ($1 = '' OR module = $1) AND ($2 = '' OR kind = $2)
 					AND ($3::timestamptz IS NULL OR failed_at >= $3)
@@ -142,7 +143,7 @@ func newQueries(schema string) queries {
 					AND coalesce(processed_at, cancelled_at) < now() - make_interval(secs => $1)
 				LIMIT $2 FOR UPDATE SKIP LOCKED)`),
 
-		status: r.Replace(`SELECT module, kind, created_at, available_at, attempts, hands, last_error, result,
+		status: r.Replace(`SELECT module, kind, created_at, available_at, attempts, hands, unsure, last_error, result,
 				processed_at, failed_at, failure_reason, cancelled_at
 			FROM {t} WHERE id = $1`),
 		cancel: r.Replace(`UPDATE {t} SET cancelled_at = now()

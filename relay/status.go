@@ -33,8 +33,12 @@ type Status struct {
 	// Attempts counts answers other than done; zero with State pending means
 	// not tried yet.
 	Attempts int
-	// Hands counts claims, including hands that crashed or timed out.
+	// Hands counts claims, including hands that crashed or timed out, but
+	// not those answered Unsure.
 	Hands int
+	// Unsure counts the answers Unsure: the sink could not tell whether
+	// its effect took place (see Config.MaxUnsure).
+	Unsure int
 	// LastError is the reason of the last retry, or "".
 	LastError string
 	// NextAttempt is when a pending record is due (or its lease ends).
@@ -64,7 +68,7 @@ func (o *Outbox) Status(ctx context.Context, q Queryer, id uuid.UUID) (Status, e
 	var processed, failed, cancelled sql.NullTime
 	var reason sql.NullString
 	err := q.QueryRowContext(ctx, o.q.status, id).Scan(&st.Module, &st.Kind, &st.CreatedAt, &st.NextAttempt,
-		&st.Attempts, &st.Hands, &st.LastError, &st.Result, &processed, &failed, &reason, &cancelled)
+		&st.Attempts, &st.Hands, &st.Unsure, &st.LastError, &st.Result, &processed, &failed, &reason, &cancelled)
 	if errors.Is(err, sql.ErrNoRows) {
 		return st, ErrNotFound
 	}

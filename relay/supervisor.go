@@ -234,7 +234,7 @@ func (s *supervisor) claim(ctx context.Context, limit int) ([]Record, error) {
 			staged   float64
 		)
 		if err := rows.Scan(&r.ID, &r.Kind, &r.Payload, &headers, &r.CorrelationID, &r.CausationID,
-			&r.CreatedAt, &r.Attempts, &r.Hand, &r.LastError, &poisoned, &staged); err != nil {
+			&r.CreatedAt, &r.Attempts, &r.Hand, &r.Unsure, &r.LastError, &poisoned, &staged); err != nil {
 			return nil, fmt.Errorf("claim: scan: %w", err)
 		}
 		if err := json.Unmarshal(headers, &r.Headers); err != nil {
@@ -277,6 +277,9 @@ func (s *supervisor) hand(work context.Context, rec Record) {
 	s.tel.handed(ctx, rec.Waited())
 	start := time.Now()
 	res := s.call(ctx, rec)
+	if res.outcome == outcomeUnsure && rec.Unsure+1 >= s.cfg.MaxUnsure {
+		res = Dead(fmt.Errorf("the sink could not commit its work %d times (MaxUnsure); last: %s", rec.Unsure+1, res.text))
+	}
 	s.tel.finished(ctx, res.outcome, time.Since(start))
 
 	switch res.outcome {

@@ -102,21 +102,43 @@ func TestSupervise(t *testing.T) {
 		require.Equal(t, 3, recs[2].Hand)
 	})
 
-	t.Run("UnsureIsOfferedAgainWithoutCountingAnAttempt", func(t *testing.T) {
+	t.Run("UnsureIsOfferedAgainWithoutCountingAnAttemptOrAHand", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		sink := newRecorder(func(_ context.Context, rec relay.Record) relay.Result {
-			if rec.Hand < 3 {
+			if rec.Unsure < 2 {
 				return relay.Unsure(100*time.Millisecond, errors.New("commit lost its answer"))
 			}
 			return relay.Done()
 		})
 		supervise(t, b.db, b.config(t), sink)
 		b.stage(t, 1)
-		b.eventually(t, "processed_at IS NOT NULL AND hands = 3 AND attempts = 0 AND last_error = 'commit lost its answer'", 1, 10*time.Second)
-		for _, rec := range sink.records() {
+		b.eventually(t, "processed_at IS NOT NULL AND hands = 1 AND unsure = 2 AND attempts = 0 AND last_error = 'commit lost its answer'", 1, 10*time.Second)
+		for i, rec := range sink.records() {
 			require.Zero(t, rec.Attempts, "an unsure hand is no attempt")
+			require.Equal(t, 1, rec.Hand, "nor a hand")
+			require.Equal(t, i, rec.Unsure)
 		}
+	})
+
+	// A sink that can never commit is a fault: bounded by MaxUnsure, not
+	// by MaxHands, and named in the reason.
+	t.Run("UnsureEveryTimeIsDeadAfterMaxUnsure", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		sink := newRecorder(func(_ context.Context, rec relay.Record) relay.Result {
+			return relay.Unsure(10*time.Millisecond, fmt.Errorf("commit failed (%d)", rec.Unsure+1))
+		})
+		cfg := b.config(t)
+		cfg.MaxHands = 2
+		cfg.MaxUnsure = 4
+		supervise(t, b.db, cfg, sink)
+		id := b.stage(t, 1)[0]
+		b.eventually(t, "failed_at IS NOT NULL", 1, 10*time.Second)
+		st, err := b.ob.Status(t.Context(), b.db, id)
+		require.NoError(t, err)
+		require.Equal(t, "the sink could not commit its work 4 times (MaxUnsure); last: commit failed (4)", st.Reason)
+		require.Equal(t, 4, sink.handsOf(id))
 	})
 
 	t.Run("DeadAtOnceWithTheSinksReason", func(t *testing.T) {
