@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -105,8 +106,21 @@ type listedPackage struct {
 // reports them.
 func listPackages(t *testing.T) []listedPackage {
 	t.Helper()
+	var pkgs []listedPackage
+	for _, p := range listDeps(t, "./...") {
+		if p.Module != nil && p.Module.Path == modulePath {
+			pkgs = append(pkgs, p)
+		}
+	}
+	return pkgs
+}
+
+// listDeps returns the packages that `go list -deps` reports for args
+// (flags and patterns): those named and every package they need.
+func listDeps(t *testing.T, args ...string) []listedPackage {
+	t.Helper()
 	// go test puts its own go command first on PATH.
-	cmd := exec.CommandContext(t.Context(), "go", "list", "-deps", "-json", "./...")
+	cmd := exec.CommandContext(t.Context(), "go", append([]string{"list", "-deps", "-json"}, args...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -121,9 +135,7 @@ func listPackages(t *testing.T) []listedPackage {
 			break
 		}
 		require.NoError(t, err)
-		if p.Module != nil && p.Module.Path == modulePath {
-			pkgs = append(pkgs, p)
-		}
+		pkgs = append(pkgs, p)
 	}
 	return pkgs
 }
@@ -219,6 +231,42 @@ func TestImportRules(t *testing.T) {
 		}
 		_, err := mayImport("newpkg", "relay")
 		require.Error(t, err, "a package without a rule")
+	})
+}
+
+// testOnlyModules are modules that only tests may import: the migration
+// tools whose layouts of the SQL the tests run (tidings.MigrationFiles
+// makes the files without them). A service that imports the library, and
+// the module's commands, build none of them.
+var testOnlyModules = []string{
+	"github.com/golang-migrate/migrate/v4",
+	"github.com/pressly/goose/v3",
+}
+
+func TestTestOnlyModules(t *testing.T) {
+	t.Parallel()
+
+	// modules returns which of testOnlyModules pkgs hold a package of.
+	modules := func(pkgs []listedPackage) []string {
+		var found []string
+		for _, p := range pkgs {
+			if p.Module != nil && slices.Contains(testOnlyModules, p.Module.Path) && !slices.Contains(found, p.Module.Path) {
+				found = append(found, p.Module.Path)
+			}
+		}
+		slices.Sort(found)
+		return found
+	}
+
+	t.Run("NotInTheModulesPackages", func(t *testing.T) {
+		t.Parallel()
+		require.Empty(t, modules(listDeps(t, "./...")), "a package of the module (not a test) imports a test-only module")
+	})
+
+	// The same check sees them once the tests' imports count.
+	t.Run("InTheTests", func(t *testing.T) {
+		t.Parallel()
+		require.Equal(t, testOnlyModules, modules(listDeps(t, "-test", ".")))
 	})
 }
 

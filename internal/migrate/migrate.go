@@ -7,6 +7,10 @@
 // with search_path set to the schema, under an advisory lock keyed by the
 // schema, recording each applied version in <schema>.migrations: many
 // processes may migrate at once, and a migrated schema is left alone.
+//
+// GolangMigrate and Goose return the same files laid out for those tools,
+// made from the embedded files when asked, so a version added later is in
+// every layout without further work.
 package migrate
 
 import (
@@ -15,9 +19,6 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
-	"path"
-	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/tidings-go/tidings/internal/ident"
@@ -116,28 +117,13 @@ func Apply(ctx context.Context, db *sql.DB, schema string, sets ...Set) error {
 
 // read returns the up steps of fsys in version order.
 func read(fsys fs.FS) ([]step, error) {
-	names, err := fs.Glob(fsys, "*.up.sql")
+	versions, err := parse(fsys)
 	if err != nil {
 		return nil, err
 	}
-	steps := make([]step, 0, len(names))
-	for _, name := range names {
-		num, _, ok := strings.Cut(path.Base(name), "_")
-		version, err := strconv.Atoi(num)
-		if !ok || err != nil || version <= 0 {
-			return nil, fmt.Errorf("%s: name must start with a positive version and an underscore", name)
-		}
-		body, err := fs.ReadFile(fsys, name)
-		if err != nil {
-			return nil, err
-		}
-		steps = append(steps, step{version: version, name: name, sql: string(body)})
-	}
-	slices.SortFunc(steps, func(a, b step) int { return a.version - b.version })
-	for i := 1; i < len(steps); i++ {
-		if steps[i].version == steps[i-1].version {
-			return nil, fmt.Errorf("%s and %s share version %d", steps[i-1].name, steps[i].name, steps[i].version)
-		}
+	steps := make([]step, len(versions))
+	for i, v := range versions {
+		steps[i] = step{version: v.number, name: v.up.name, sql: string(v.up.body)}
 	}
 	return steps, nil
 }
