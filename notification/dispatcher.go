@@ -24,9 +24,12 @@ import (
 
 // Defaults of Config.
 const (
-	// DeliveryTimeoutDefault leaves the relay's HandTimeoutDefault five
-	// seconds for the claim and the commit around the delivery.
-	DeliveryTimeoutDefault = relay.HandTimeoutDefault - 5*time.Second
+	// DeliveryTimeoutDefault is a dispatcher's delivery timeout until the
+	// relay that runs it tells its HandTimeout (relay.Preparer): then the
+	// default is five sixths of that, which leaves the claim and the
+	// commit around the delivery the rest (25 s of the relay's default
+	// 30 s).
+	DeliveryTimeoutDefault = relay.HandTimeoutDefault * 5 / 6
 	// InboxRetentionDefault outlives the relay's RetentionDefault, so a
 	// claim outlives every redelivery of its request.
 	InboxRetentionDefault = 4 * relay.RetentionDefault
@@ -54,12 +57,14 @@ type Config struct {
 	// Policy says how often and how far apart a request that answered
 	// Retry is offered again. The zero Policy is retrypolicy's defaults:
 	// 10 attempts, 15 s doubling to at most 1 h, randomised to 75-100 %.
-	// Its MaxAttempts must stay below the relay's MaxHands.
+	// Its MaxAttempts must stay below the relay's MaxHands, which also
+	// counts crashes; Supervise refuses to start otherwise.
 	Policy retrypolicy.Policy
 
 	// DeliveryTimeout ends the context of each delivery call; an overrun is
-	// a Retry. It must leave room for the commit inside the relay's
-	// HandTimeout. Default 25 s.
+	// a Retry. It must be shorter than the relay's HandTimeout, leaving room
+	// for the claim and the commit; Supervise refuses to start otherwise.
+	// Default five sixths of the relay's HandTimeout (25 s of 30 s).
 	DeliveryTimeout time.Duration
 
 	// GroupSize is the most requests whose inbox claims share one
@@ -82,8 +87,9 @@ type Config struct {
 	ChannelLimit int
 
 	// InboxRetention is how long claims are kept before Purge removes them:
-	// longer than any redelivery of a request (its lease, its retries, a
-	// re-emit). Default 28 days.
+	// longer than any redelivery of a request. Supervise refuses to start
+	// unless it exceeds the relay's Lease plus the Policy's longest retry
+	// schedule (retrypolicy.Policy.Span). Default 28 days.
 	InboxRetention time.Duration
 
 	// Logger receives the dispatcher's logs. Nil discards them.
@@ -107,12 +113,16 @@ type Dispatcher struct {
 	inbox      *inbox.Inbox
 	log        *slog.Logger
 	tel        telemetry
+	derived    atomic.Int64             // the default DeliveryTimeout for the relays prepared; 0 before any
 	queue      queue                    // requests waiting for a group (GroupSize > 1)
 	inFlight   map[string]*atomic.Int64 // deliveries running, by channel (ChannelLimit > 0)
 }
 
-var _ relay.Sink = (*Dispatcher)(nil)
-var _ relay.Purger = (*Dispatcher)(nil)
+var (
+	_ relay.Sink     = (*Dispatcher)(nil)
+	_ relay.Preparer = (*Dispatcher)(nil)
+	_ relay.Purger   = (*Dispatcher)(nil)
+)
 
 // NewDispatcher returns a dispatcher that delivers through cfg.Deliveries
 // and claims in db's inbox. It checks cfg and starts nothing.
@@ -120,9 +130,6 @@ func NewDispatcher(db *sql.DB, cfg *Config) (*Dispatcher, error) {
 	var c Config
 	if cfg != nil {
 		c = *cfg
-	}
-	if c.DeliveryTimeout == 0 {
-		c.DeliveryTimeout = DeliveryTimeoutDefault
 	}
 	if c.InboxRetention == 0 {
 		c.InboxRetention = InboxRetentionDefault
@@ -145,7 +152,7 @@ func NewDispatcher(db *sql.DB, cfg *Config) (*Dispatcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Dispatcher{
+	d := &Dispatcher{
 		db:         db,
 		cfg:        c,
 		deliveries: maps.Clone(c.Deliveries),
@@ -154,7 +161,51 @@ func NewDispatcher(db *sql.DB, cfg *Config) (*Dispatcher, error) {
 		inbox:      ib,
 		log:        c.Logger.With("component", "notification", "consumer", c.Consumer),
 		tel:        tel,
-	}, nil
+	}
+	return d, nil
+}
+
+// Prepare checks the dispatcher's Config against the Config of the relay
+// that runs it, and derives the delivery timeout from the relay's
+// HandTimeout unless Config.DeliveryTimeout is set. relay.Supervise calls
+// it before it starts; the error names both settings that disagree.
+func (d *Dispatcher) Prepare(_ context.Context, _ *sql.DB, rc relay.Config) error {
+	schema := cmp.Or(d.cfg.Schema, relay.SchemaDefault)
+	if schema != rc.Schema {
+		return fmt.Errorf("%w: Schema %q differs from the relay's Config.Schema %q: the dispatcher would claim in another schema's inbox",
+			ErrConfig, schema, rc.Schema)
+	}
+	if attempts := d.cfg.Policy.Attempts(); attempts >= rc.MaxHands {
+		return fmt.Errorf("%w: Policy.MaxAttempts (%d) must be below the relay's Config.MaxHands (%d): every attempt is a hand, "+
+			"and a request retried that often would be dead as a crash loop instead of with its last reason",
+			ErrConfig, attempts, rc.MaxHands)
+	}
+	timeout := d.cfg.DeliveryTimeout
+	if timeout == 0 {
+		timeout = rc.HandTimeout * 5 / 6
+	}
+	if timeout >= rc.HandTimeout {
+		return fmt.Errorf("%w: DeliveryTimeout (%s) must be shorter than the relay's Config.HandTimeout (%s), "+
+			"which also bounds the claim and the commit around the delivery", ErrConfig, timeout, rc.HandTimeout)
+	}
+	if span := d.cfg.Policy.Span(); d.cfg.InboxRetention <= rc.Lease+span {
+		return fmt.Errorf("%w: InboxRetention (%s) must exceed the relay's Config.Lease (%s) plus Policy's longest retry schedule (%s): "+
+			"a claim purged before its request's last redelivery lets it be delivered twice",
+			ErrConfig, d.cfg.InboxRetention, rc.Lease, span)
+	}
+	// A dispatcher that serves several relays keeps the shortest.
+	for {
+		old := d.derived.Load()
+		if old != 0 && old <= int64(timeout) || d.derived.CompareAndSwap(old, int64(timeout)) {
+			return nil
+		}
+	}
+}
+
+// deliveryTimeout is the DeliveryTimeout in effect: the configured one,
+// else the one derived from the relays' HandTimeout.
+func (d *Dispatcher) deliveryTimeout() time.Duration {
+	return cmp.Or(d.cfg.DeliveryTimeout, time.Duration(d.derived.Load()), DeliveryTimeoutDefault)
 }
 
 func (c Config) validate() error {
@@ -354,7 +405,8 @@ type job struct {
 func (d *Dispatcher) deliver(ctx context.Context, dl delivery.Delivery, p job) (out delivery.Outcome) {
 	ctx, span := d.tel.startSpan(ctx, p.Pending)
 	defer span.End()
-	ctx, cancel := context.WithTimeout(ctx, d.cfg.DeliveryTimeout)
+	timeout := d.deliveryTimeout()
+	ctx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("DeliveryTimeout of %s passed", timeout))
 	defer cancel()
 	start := time.Now()
 	defer func() {
@@ -363,8 +415,10 @@ func (d *Dispatcher) deliver(ctx context.Context, dl delivery.Delivery, p job) (
 			out = delivery.Retry(fmt.Errorf("delivery for channel %q panicked: %v", p.Channel, r))
 		}
 		if out.Kind() != delivery.KindDelivered && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			out = delivery.RetryAfter(fmt.Errorf("delivery for channel %q timed out after %s: %v",
-				p.Channel, d.cfg.DeliveryTimeout, cmp.Or[any](out.Reason(), "no answer")), out.After())
+			// Name the deadline that fired: the delivery's own, or the
+			// relay's hand timeout when the claim took long.
+			out = delivery.RetryAfter(fmt.Errorf("delivery for channel %q timed out: %w: %v",
+				p.Channel, context.Cause(ctx), cmp.Or[any](out.Reason(), "no answer")), out.After())
 		}
 		d.tel.finished(ctx, span, p.Channel, out, time.Since(start))
 	}()

@@ -208,7 +208,7 @@ func TestDispatcher(t *testing.T) {
 		b.run(t, b.dispatcher(t, cfg))
 		ids := b.stage(t, mailTo("a@example.com"), notification.Request{Channel: "sms", Recipient: "+1555"})
 		require.Equal(t, `exhausted after 1 attempts: delivery for channel "mail" panicked: template engine exploded`, b.waitSettled(t, ids[0]).Reason)
-		require.Equal(t, `exhausted after 1 attempts: delivery for channel "sms" timed out after 50ms: context deadline exceeded`, b.waitSettled(t, ids[1]).Reason)
+		require.Equal(t, `exhausted after 1 attempts: delivery for channel "sms" timed out: DeliveryTimeout of 50ms passed: context deadline exceeded`, b.waitSettled(t, ids[1]).Reason)
 	})
 
 	t.Run("CausationAndCorrelationFlowIntoWhatADeliveryStages", func(t *testing.T) {

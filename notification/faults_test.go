@@ -259,6 +259,7 @@ func TestFaultClaimThatNeverCommitsIsDeadAfterMaxUnsure(t *testing.T) {
 	pool := faultPool(t, faultWithSetting(t, pgtest.URL(t), "idle_in_transaction_session_timeout", "200"), 5)
 	var calls atomic.Int64
 	cfg := b.config()
+	cfg.Policy.MaxAttempts = 2 // below MaxHands
 	cfg.Deliveries = map[string]delivery.Delivery{"mail": delivery.Func(func(ctx context.Context, p delivery.Pending) delivery.Outcome {
 		calls.Add(1)
 		select { // a provider slower than the server lets a transaction sit idle
@@ -371,7 +372,7 @@ func TestFaultPoisonRequestIsDeadAndTheRestFlow(t *testing.T) {
 				<-ctx.Done()
 				return delivery.Retry(ctx.Err())
 			},
-			reason: `exhausted after 3 attempts: delivery for channel "mail" timed out after 100ms: context deadline exceeded`,
+			reason: `exhausted after 3 attempts: delivery for channel "mail" timed out: DeliveryTimeout of 100ms passed: context deadline exceeded`,
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

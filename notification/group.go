@@ -109,7 +109,7 @@ func (d *Dispatcher) grouped(ctx context.Context, dl delivery.Delivery, p job) r
 func (d *Dispatcher) lead(self *member) relay.Result {
 	// The claims' transaction serves the whole group: it must not end
 	// with this member's context.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(self.ctx), d.cfg.DeliveryTimeout+2*groupSlack)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(self.ctx), d.deliveryTimeout()+2*groupSlack)
 	defer cancel()
 	tx, beginErr := d.db.BeginTx(ctx, claimTx)
 	if beginErr == nil {
@@ -179,7 +179,7 @@ func (d *Dispatcher) finish(ctx context.Context, g *group, tx *sql.Tx) error {
 	if g.claimErr != nil {
 		return g.claimErr
 	}
-	wait := time.NewTimer(d.cfg.DeliveryTimeout + groupSlack)
+	wait := time.NewTimer(d.deliveryTimeout() + groupSlack)
 	defer wait.Stop()
 	select {
 	case <-g.allIn:

@@ -83,7 +83,7 @@ func TestGroupCommit(t *testing.T) {
 		d := b.dispatcher(t, cfg)
 		recs := b.records(t, mailTo("slow@example.com"), mailTo("a@example.com"), mailTo("b@example.com"))
 		results := handTogether(t, d, recs)
-		require.Contains(t, results[0].String(), "timed out after 300ms")
+		require.Contains(t, results[0].String(), "timed out: DeliveryTimeout of 300ms passed")
 		require.Equal(t, "done", results[1].String())
 		require.Equal(t, "done", results[2].String())
 		require.Equal(t, []int{0, 1, 1}, []int{b.claims(t, recs[0].ID), b.claims(t, recs[1].ID), b.claims(t, recs[2].ID)})

@@ -269,7 +269,7 @@ func TestRedaction(t *testing.T) {
 		{notification.Request{Channel: "mail", Template: "panic_nil_map"}, want{relay.StateDead, "assignment to entry in nil map"}},
 		{notification.Request{Channel: "mail", Template: "panic_conversion"}, want{relay.StateDead, "interface conversion"}},
 		{notification.Request{Channel: "mail", Template: "panic_index"}, want{relay.StateDead, "index out of range"}},
-		{notification.Request{Channel: "mail", Template: "slow"}, want{relay.StateDead, "timed out after 1s"}},
+		{notification.Request{Channel: "mail", Template: "slow"}, want{relay.StateDead, "timed out: DeliveryTimeout of 1s passed"}},
 		{notification.Request{Channel: "fax", Template: "ok"}, want{relay.StateDead, `no delivery is registered for channel "fax"`}},
 
 		{notification.Request{Channel: "sms", Recipient: redactPhoneAccepted, Template: "otp"}, want{relay.StateProcessed, ""}},

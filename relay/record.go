@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -75,6 +76,19 @@ type SinkFunc func(ctx context.Context, rec Record) Result
 
 // Handle calls f(ctx, rec).
 func (f SinkFunc) Handle(ctx context.Context, rec Record) Result { return f(ctx, rec) }
+
+// Preparer is a Sink whose settings must agree with the relay that hands it
+// records: Supervise calls Prepare once, with the relay's pool and its
+// Config (defaults applied), before it reads or claims anything, and
+// returns Prepare's error without starting. An error names the sink's
+// setting and the relay's setting that disagree.
+type Preparer interface {
+	Prepare(ctx context.Context, db *sql.DB, cfg Config) error
+}
+
+// ErrHandTimeout is the cause (context.Cause) of a hand's context that
+// ended because Config.HandTimeout passed.
+var ErrHandTimeout = errors.New("relay: hand timeout")
 
 // Purger is a Sink that also keeps state of its own (such as inbox claims)
 // to purge after a retention of its own. The supervisor calls Purge on every

@@ -60,6 +60,11 @@ func Supervise(ctx context.Context, db *sql.DB, cfg *Config, sink Sink) error {
 	if sink == nil {
 		return ErrNoSink
 	}
+	if p, ok := sink.(Preparer); ok {
+		if err := p.Prepare(ctx, db, c); err != nil {
+			return err
+		}
+	}
 	s, err := newSupervisor(db, c, sink)
 	if err != nil {
 		return err
@@ -271,7 +276,8 @@ func (s *supervisor) nextWait(ctx context.Context) time.Duration {
 func (s *supervisor) hand(work context.Context, rec Record) {
 	ctx, span := s.startSpan(work, rec)
 	defer span.End()
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.HandTimeout)
+	ctx, cancel := context.WithTimeoutCause(ctx, s.cfg.HandTimeout,
+		fmt.Errorf("%w: HandTimeout of %s passed", ErrHandTimeout, s.cfg.HandTimeout))
 	defer cancel()
 
 	s.tel.handed(ctx, rec.Waited())

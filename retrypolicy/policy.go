@@ -107,6 +107,34 @@ func (p Policy) Exhausted(attempts int) bool {
 	return attempts >= p.withDefaults().MaxAttempts
 }
 
+// Attempts returns the number of failed attempts after which a request is
+// dead: MaxAttempts, or its default.
+func (p Policy) Attempts() int {
+	return p.withDefaults().MaxAttempts
+}
+
+// Span returns the longest time a request can wait between its first and
+// its last attempt: the delays after every failed attempt but the last,
+// before jitter. It saturates at the largest time.Duration. A retention of
+// anything that must outlive a request's retries is longer than this.
+func (p Policy) Span() time.Duration {
+	p = p.withDefaults()
+	var total time.Duration
+	for n := 1; n < p.MaxAttempts; n++ {
+		d := p.capped(n)
+		if d == p.MaxDelay {
+			// Every later delay is the cap too.
+			left := time.Duration(p.MaxAttempts - n)
+			if p.MaxDelay > 0 && left > (math.MaxInt64-total)/p.MaxDelay {
+				return math.MaxInt64
+			}
+			return total + left*p.MaxDelay
+		}
+		total += d
+	}
+	return total
+}
+
 // Delay returns how long to wait before the next attempt of a request that
 // has failed attempts times. Attempts below 1 count as 1.
 //
@@ -116,14 +144,8 @@ func (p Policy) Exhausted(attempts int) bool {
 // exceeds MaxDelay, for any attempts up to math.MaxInt.
 func (p Policy) Delay(attempts int) time.Duration {
 	p = p.withDefaults()
-	attempts = max(attempts, 1)
-
 	maxDelay := float64(p.MaxDelay)
-	d := float64(p.BaseDelay) * math.Pow(p.Multiplier, float64(attempts-1))
-	if !(d < maxDelay) { // also catches +Inf
-		d = maxDelay
-	}
-	d *= 1 - p.Jitter*p.rand()
+	d := p.unjittered(attempts) * (1 - p.Jitter*p.rand())
 
 	// float64(p.MaxDelay) may round up past the largest time.Duration, so a
 	// value that reaches it is answered with the exact cap instead of being
@@ -136,6 +158,27 @@ func (p Policy) Delay(attempts int) time.Duration {
 		delay = time.Duration(d)
 	}
 	return max(delay, 0)
+}
+
+// unjittered is the delay after attempts failed attempts before jitter, in
+// floating point, at most float64(MaxDelay). p has its defaults.
+func (p Policy) unjittered(attempts int) float64 {
+	maxDelay := float64(p.MaxDelay)
+	d := float64(p.BaseDelay) * math.Pow(p.Multiplier, float64(max(attempts, 1)-1))
+	if !(d < maxDelay) { // also catches +Inf
+		d = maxDelay
+	}
+	return d
+}
+
+// capped is unjittered as a Duration: exactly MaxDelay once it reaches the
+// cap. p has its defaults.
+func (p Policy) capped(attempts int) time.Duration {
+	d := p.unjittered(attempts)
+	if d >= float64(p.MaxDelay) {
+		return p.MaxDelay
+	}
+	return max(time.Duration(d), 0)
 }
 
 // withDefaults returns a copy of p with every zero field set to its default.

@@ -212,3 +212,24 @@ func TestPolicyValidate(t *testing.T) {
 		require.ErrorContains(t, err, "Jitter")
 	})
 }
+
+func TestPolicySpan(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		policy retrypolicy.Policy
+		want   time.Duration
+	}{
+		// Nine delays of 15 s doubling, the last one capped at 1 h.
+		{"Defaults", retrypolicy.Policy{}, (15+30+60+120+240+480+960+1920)*time.Second + time.Hour},
+		{"OneAttemptWaitsNever", retrypolicy.Policy{MaxAttempts: 1}, 0},
+		{"ConstantDelay", retrypolicy.Policy{MaxAttempts: 4, BaseDelay: time.Second, Multiplier: 1}, 3 * time.Second},
+		{"CappedAtOnce", retrypolicy.Policy{MaxAttempts: 5, BaseDelay: time.Minute, MaxDelay: time.Minute}, 4 * time.Minute},
+		{"SaturatesInsteadOfOverflowing", retrypolicy.Policy{MaxAttempts: math.MaxInt, MaxDelay: math.MaxInt64 / 2}, math.MaxInt64},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			require.Equal(t, tc.want, tc.policy.Span())
+		})
+	}
+}
