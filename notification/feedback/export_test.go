@@ -1,0 +1,9 @@
+package feedback
+
+// Exported for the tests of package feedback_test.
+var (
+	VerifySvix          = verifySvix
+	ParseSvixSignatures = parseSvixSignatures
+	SvixSign            = svixSign
+	ParseResend         = parseResend
+)
