@@ -7,3 +7,5 @@ var (
 	SvixSign            = svixSign
 	ParseResend         = parseResend
 )
+
+var ParsePostmark = parsePostmark
