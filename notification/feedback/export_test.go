@@ -9,3 +9,5 @@ var (
 )
 
 var ParsePostmark = parsePostmark
+
+var ParseSES = parseSES

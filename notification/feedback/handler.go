@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"time"
 )
 
 // Store takes the reports of one verified request and commits them, or
@@ -143,6 +144,17 @@ func (h *receiver) fail(w http.ResponseWriter, r *http.Request, err error) {
 		w.Header().Set("WWW-Authenticate", `Basic realm="feedback"`)
 	}
 	http.Error(w, text, status)
+}
+
+// durationOrDefault checks a Config's duration field.
+func durationOrDefault(field string, d, def time.Duration) (time.Duration, error) {
+	switch {
+	case d < 0:
+		return 0, fmt.Errorf("feedback: %s is negative: %s", field, d)
+	case d == 0:
+		return def, nil
+	}
+	return d, nil
 }
 
 // decodeJSON decodes body into v, or returns an ErrPayload error that

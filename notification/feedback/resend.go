@@ -55,7 +55,7 @@ func NewResend(cfg *ResendConfig, store Store) (http.Handler, error) {
 		}
 		keys = append(keys, key)
 	}
-	tolerance, err := toleranceOrDefault("ResendConfig", cfg.Tolerance, ResendToleranceDefault)
+	tolerance, err := durationOrDefault("ResendConfig.Tolerance", cfg.Tolerance, ResendToleranceDefault)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -70,17 +70,6 @@ func NewResend(cfg *ResendConfig, store Store) (http.Handler, error) {
 		return nil, err
 	}
 	return h, nil
-}
-
-// toleranceOrDefault checks a Config's Tolerance.
-func toleranceOrDefault(cfgName string, tolerance, def time.Duration) (time.Duration, error) {
-	switch {
-	case tolerance < 0:
-		return 0, fmt.Errorf("feedback: %s.Tolerance is negative: %s", cfgName, tolerance)
-	case tolerance == 0:
-		return def, nil
-	}
-	return tolerance, nil
 }
 
 // resendEvent is the part of a Resend webhook this package reads
