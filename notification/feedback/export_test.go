@@ -11,3 +11,9 @@ var (
 var ParsePostmark = parsePostmark
 
 var ParseSES = parseSES
+
+var (
+	VerifySendGrid   = verifySendGrid
+	ParseSendGridKey = parseSendGridKey
+	ParseSendGrid    = parseSendGrid
+)
