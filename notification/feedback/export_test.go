@@ -17,3 +17,8 @@ var (
 	ParseSendGridKey = parseSendGridKey
 	ParseSendGrid    = parseSendGrid
 )
+
+var (
+	VerifyTwilio = verifyTwilio
+	ParseTwilio  = parseTwilio
+)
