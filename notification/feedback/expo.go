@@ -189,8 +189,8 @@ type expoReceipt struct {
 // request.
 func (e *Expo) Receipts(ctx context.Context, ids []string) ([]Report, error) {
 	for i, id := range ids {
-		if strings.TrimSpace(id) == "" {
-			return nil, fmt.Errorf("feedback: expo: ticket id %d is empty", i)
+		if strings.TrimSpace(id) == "" || !validID(id) {
+			return nil, fmt.Errorf("feedback: expo: ticket id %d is empty, longer than %d bytes or not printable UTF-8", i, EventIDMax)
 		}
 	}
 	var reports []Report
@@ -239,9 +239,8 @@ func (e *Expo) fetch(ctx context.Context, ids []string) (map[string]expoReceipt,
 	if err != nil {
 		return nil, &ExpoError{StatusCode: resp.StatusCode, Err: errors.New("reading the answer")}
 	}
-	var answer expoAnswer
-	decodeErr := json.Unmarshal(raw, &answer)
-	if resp.StatusCode != http.StatusOK || decodeErr != nil || answer.Data == nil {
+	answer, decodeErr := decodeExpoAnswer(raw)
+	if resp.StatusCode != http.StatusOK || decodeErr != nil {
 		xe := &ExpoError{StatusCode: resp.StatusCode, RetryAfter: retryAfter(resp.Header.Get("Retry-After"))}
 		if len(answer.Errors) > 0 && expoCodePattern.MatchString(answer.Errors[0].Code) {
 			xe.Code = answer.Errors[0].Code
@@ -249,6 +248,19 @@ func (e *Expo) fetch(ctx context.Context, ids []string) (map[string]expoReceipt,
 		return nil, xe
 	}
 	return answer.Data, nil
+}
+
+// decodeExpoAnswer decodes a getReceipts answer; an error when it is not
+// JSON or holds no data.
+func decodeExpoAnswer(raw []byte) (expoAnswer, error) {
+	var answer expoAnswer
+	if err := json.Unmarshal(raw, &answer); err != nil {
+		return answer, err
+	}
+	if answer.Data == nil {
+		return answer, errors.New("no data")
+	}
+	return answer, nil
 }
 
 // expoCodePattern is what an Expo error code may look like to be quoted.
@@ -269,9 +281,9 @@ func expoReport(id string, rc expoReceipt) Report {
 	r := Report{
 		Provider:  ProviderExpo,
 		EventID:   id,
-		Type:      cmp.Or(rc.Status, "unknown"),
+		Type:      strings.ToValidUTF8(cmp.Or(rc.Status, "unknown"), "\uFFFD"),
 		Channel:   ChannelPush,
-		Address:   NormalizeAddress(ChannelPush, rc.Details.ExpoPushToken),
+		Address:   strings.ToValidUTF8(NormalizeAddress(ChannelPush, rc.Details.ExpoPushToken), "\uFFFD"),
 		MessageID: id,
 	}
 	switch {

@@ -146,7 +146,7 @@ func parsePostmark(body []byte) ([]Report, error) {
 		r.EventID = derivedEventID(ev.RecordType, string(body))
 		r.Class, r.Code = ClassNone, CodeIgnored
 	}
-	return []Report{r}, nil
+	return finish([]Report{r})
 }
 
 // postmarkRecordID is the event id of a bounce or spam complaint: its

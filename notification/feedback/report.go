@@ -3,10 +3,13 @@ package feedback
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // The providers whose reports this package reads, as [Report.Provider]
@@ -249,4 +252,30 @@ func parseTime(s string) time.Time {
 		return time.Time{}
 	}
 	return t.UTC()
+}
+
+// EventIDMax is the longest [Report.EventID] a receiver accepts, in bytes.
+const EventIDMax = 256
+
+// validID reports whether id can key a report: not empty, at most
+// EventIDMax bytes, printable UTF-8, so that it survives storage as text
+// and two ids never collapse into one.
+func validID(id string) bool {
+	return id != "" && len(id) <= EventIDMax && utf8.ValidString(id) && !strings.ContainsFunc(id, unicode.IsControl)
+}
+
+// finish checks the event ids of a parser's reports and makes their other
+// texts valid UTF-8, which is what a JSON or text column keeps. An id it
+// cannot keep is an ErrPayload error.
+func finish(reports []Report) ([]Report, error) {
+	for i := range reports {
+		r := &reports[i]
+		if !validID(r.EventID) {
+			return nil, fmt.Errorf("%w: an event id that is empty, longer than %d bytes or not printable UTF-8", ErrPayload, EventIDMax)
+		}
+		r.Type = strings.ToValidUTF8(r.Type, "\uFFFD")
+		r.Address = strings.ToValidUTF8(r.Address, "\uFFFD")
+		r.MessageID = strings.ToValidUTF8(r.MessageID, "\uFFFD")
+	}
+	return reports, nil
 }

@@ -150,7 +150,7 @@ func parseResend(id string, body []byte) ([]Report, error) {
 	default:
 		base.Class, base.Code = ClassNone, CodeIgnored
 	}
-	return perRecipient(base, id, ChannelMail, ev.Data.To), nil
+	return finish(perRecipient(base, id, ChannelMail, ev.Data.To))
 }
 
 // perRecipient returns base once per address, each with its normalised

@@ -178,7 +178,7 @@ func parseSendGrid(body []byte) ([]Report, error) {
 		r.Class, r.Code, r.Detail = sendgridClass(&ev)
 		reports = append(reports, r)
 	}
-	return reports, nil
+	return finish(reports)
 }
 
 // sendgridMessageID is the message id a send got (its X-Message-Id) out of

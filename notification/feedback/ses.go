@@ -244,7 +244,7 @@ func parseSES(id string, message []byte) ([]Report, error) {
 	}
 	if len(addresses) == 0 {
 		base.EventID = id
-		return []Report{base}, nil
+		return finish([]Report{base})
 	}
 	reports := make([]Report, len(addresses))
 	for i, a := range addresses {
@@ -256,7 +256,7 @@ func parseSES(id string, message []byte) ([]Report, error) {
 		}
 		reports[i] = r
 	}
-	return reports, nil
+	return finish(reports)
 }
 
 // sesComplaint classifies a complaint by its complaintFeedbackType, the

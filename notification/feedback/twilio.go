@@ -152,7 +152,7 @@ func parseTwilio(params url.Values) ([]Report, error) {
 		r.MessageID = sid
 		r.Class, r.Code = twilioStatus(status, params.Get("ErrorCode"))
 		r.Detail = detail(status)
-		return []Report{r}, nil
+		return finish([]Report{r})
 	}
 	if !params.Has("Body") && params.Get("SmsStatus") != "received" {
 		return nil, fmt.Errorf("%w: neither a status callback nor an incoming message", ErrPayload)
@@ -169,7 +169,7 @@ func parseTwilio(params url.Values) ([]Report, error) {
 	default:
 		r.Class, r.Code = ClassNone, CodeIgnored
 	}
-	return []Report{r}, nil
+	return finish([]Report{r})
 }
 
 // twilioStatus classifies a status callback by its MessageStatus and
