@@ -4,7 +4,7 @@ import (
 	"crypto"
 	"crypto/rand"
 	"crypto/rsa"
-	"crypto/sha1" //nolint:gosec // SNS signature version 1 is SHA1withRSA.
+	"crypto/sha1" // SNS signature version 1 is SHA1withRSA.
 	"crypto/sha256"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -134,7 +134,7 @@ func signSNS(t testing.TB, f snsFields, key *rsa.PrivateKey, version string) []b
 	var sig []byte
 	var err error
 	if version == "1" {
-		sum := sha1.Sum([]byte(s)) //nolint:gosec // the scheme's own hash
+		sum := sha1.Sum([]byte(s)) // the scheme's own hash
 		sig, err = rsa.SignPKCS1v15(rand.Reader, key, crypto.SHA1, sum[:])
 	} else {
 		sum := sha256.Sum256([]byte(s))

@@ -2,7 +2,7 @@ package feedback_test
 
 import (
 	"crypto/hmac"
-	"crypto/sha1" //nolint:gosec // Twilio's scheme is HMAC-SHA1.
+	"crypto/sha1" // Twilio's scheme is HMAC-SHA1.
 	"encoding/base64"
 	"net/http"
 	"net/url"
