@@ -45,6 +45,8 @@ var importRules = []struct {
 	{pkg: "relay", may: []string{"internal/..."}},
 	{pkg: "recording", may: []string{"delivery"}},
 	{pkg: "notification", may: []string{"relay", "inbox", "delivery", "retrypolicy", "internal/..."}},
+	// Provider reports: verifying and parsing only, a leaf.
+	{pkg: "notification/feedback", may: nil},
 	{pkg: "internal/...", may: []string{"internal/..."}}, // below everything else
 	{pkg: "faults", may: []string{"..."}},                // the fault suite: tests only
 	{pkg: "examples/...", may: []string{"..."}},
@@ -213,6 +215,10 @@ func TestImportRules(t *testing.T) {
 			{"notification", "delivery/mail", false},
 			{"notification", "recording", false},
 			{"notification", "", false},
+			{"notification/feedback", "notification", false},
+			{"notification/feedback", "relay", false},
+			{"notification/feedback", "delivery", false},
+			{"notification/feedback", "internal/ident", false},
 			{"internal/pgtest", "internal/pgtemp", true},
 			{"internal/pgtest", "relay", false},
 			{"internal/testkit", "inbox", false},
