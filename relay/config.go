@@ -38,8 +38,11 @@ type Config struct {
 	Schema string
 
 	// ListenDSN is the connection string of the session that LISTENs for
-	// wake-ups at commit. Empty means the relay does not listen and finds
-	// new records on the SweepInterval alone: set a short one then.
+	// wake-ups at commit. Supervise connects once at start and fails when
+	// it cannot; while the session is away later, the relay sweeps every
+	// ListenDownSweep (1 s) until it is back. Empty means the relay does
+	// not listen and finds new records on the SweepInterval alone: set a
+	// short one then.
 	ListenDSN string
 
 	// BatchSize is the most records one claim takes. Default 50.

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -14,6 +15,32 @@ const (
 	listenReconnectMax = 2 * time.Second
 )
 
+// ListenDownSweep is how often the relay sweeps while its LISTEN session
+// is away, whatever Config.SweepInterval says: a broken wake-up costs
+// latency, not a sweep interval.
+const ListenDownSweep = time.Second
+
+// listenCheckTimeout bounds the start-up check of Config.ListenDSN.
+const listenCheckTimeout = 10 * time.Second
+
+// checkListen connects once to cfg.ListenDSN, so a wrong one is an error
+// at start rather than a relay that waits for the sweep forever.
+func (s *supervisor) checkListen(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, listenCheckTimeout)
+	defer cancel()
+	c, err := pq.NewConnector(s.cfg.ListenDSN)
+	if err == nil {
+		var conn interface{ Close() error }
+		if conn, err = c.Connect(ctx); err == nil {
+			err = conn.Close()
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("%w: ListenDSN: cannot connect the LISTEN session: %w", ErrConfig, err)
+	}
+	return nil
+}
+
 // listen wakes the claim loop on every notification for the module, and
 // after every reconnect (a notification sent while the session was away is
 // lost), until ctx ends.
@@ -22,8 +49,12 @@ func (s *supervisor) listen(ctx context.Context) {
 		func(ev pq.ListenerEventType, err error) {
 			switch ev {
 			case pq.ListenerEventConnectionAttemptFailed, pq.ListenerEventDisconnected:
-				s.log.WarnContext(ctx, "listen session lost; reconnecting", "err", err)
+				if s.listening.Swap(false) {
+					s.log.WarnContext(ctx, "listen session lost; sweeping every second until it is back", "err", err)
+					s.poke(s.wake) // the loop may sleep a whole SweepInterval
+				}
 			case pq.ListenerEventReconnected:
+				s.listening.Store(true)
 				s.log.InfoContext(ctx, "listen session back")
 			}
 		})
@@ -38,6 +69,7 @@ func (s *supervisor) listen(ctx context.Context) {
 		}
 		// A record committed before LISTEN took effect sent its wake-up to
 		// nobody: look once more.
+		s.listening.Store(true)
 		s.poke(s.wake)
 	})
 	notify := l.NotificationChannel()

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -84,6 +85,8 @@ type supervisor struct {
 	slots   chan struct{} // one token per running hand
 	freed   chan struct{} // cap 1: a hand slot came free
 	settles chan settlement
+
+	listening atomic.Bool // the LISTEN session is up
 }
 
 func newSupervisor(db *sql.DB, cfg Config, sink Sink) (*supervisor, error) {
@@ -114,6 +117,11 @@ func (s *supervisor) run(ctx context.Context) error {
 	var idleTxTimeout int64
 	if err := s.db.QueryRowContext(ctx, s.ob.q.ping).Scan(&idleTxTimeout); err != nil {
 		return fmt.Errorf("relay: read outbox %s: %w", s.ob.schema, err)
+	}
+	if s.cfg.ListenDSN != "" {
+		if err := s.checkListen(ctx); err != nil {
+			return err
+		}
 	}
 	if limit := time.Duration(idleTxTimeout) * time.Millisecond; limit > 0 && limit <= s.cfg.HandTimeout {
 		s.log.WarnContext(ctx, "idle_in_transaction_session_timeout is not above HandTimeout: a sink that holds a transaction while it works (the notification dispatcher does) will have it cut, and its answers become retries",
@@ -261,15 +269,20 @@ func (s *supervisor) claim(ctx context.Context, limit int) ([]Record, error) {
 }
 
 // nextWait is how long the loop may sleep: until the module's next record
-// falls due, and no longer than the sweep interval.
+// falls due, and no longer than the sweep interval (ListenDownSweep while
+// the LISTEN session is away).
 func (s *supervisor) nextWait(ctx context.Context) time.Duration {
+	sweep := s.cfg.SweepInterval
+	if s.cfg.ListenDSN != "" && !s.listening.Load() {
+		sweep = min(sweep, ListenDownSweep)
+	}
 	var secs sql.NullFloat64
 	if err := s.db.QueryRowContext(ctx, s.ob.q.nextDue, s.cfg.Module).Scan(&secs); err != nil || !secs.Valid {
-		return s.cfg.SweepInterval
+		return sweep
 	}
 	// A little past the due time, so the claim finds it due.
 	d := time.Duration(secs.Float64*float64(time.Second)) + time.Millisecond
-	return min(max(d, time.Millisecond), s.cfg.SweepInterval)
+	return min(max(d, time.Millisecond), sweep)
 }
 
 // hand gives one record to the sink and queues its settlement.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tidings-go/tidings/internal/pgtest"
+	"github.com/tidings-go/tidings/internal/tcpproxy"
 	"github.com/tidings-go/tidings/relay"
 )
 
@@ -45,10 +47,10 @@ func TestSupervise(t *testing.T) {
 		b := setup(t)
 		sink := newRecorder(nil)
 		cfg := b.config(t)
-		// A LISTEN session that can never connect: every wake-up is lost.
-		cfg.ListenDSN = "postgres://nobody@127.0.0.1:1/none?sslmode=disable&connect_timeout=1"
 		cfg.SweepInterval = 300 * time.Millisecond
 		supervise(t, b.db, cfg, sink)
+		// Staged without a wake-up: only the sweep can find them.
+		b.ob = b.ob.WithoutWakeUp()
 		ids := b.stage(t, 3)
 		start := time.Now()
 		sink.waitHands(t, 3, 5*time.Second)
@@ -79,6 +81,25 @@ func TestSupervise(t *testing.T) {
 			require.Eventually(t, func() bool { return sink.handsOf(ids[0]) == 1 && sink.handsOf(ids[1]) == 1 },
 				cfg.SweepInterval+2*time.Second, 5*time.Millisecond, "round %d", round)
 		}
+	})
+
+	// A LISTEN session that is away costs latency, not a sweep interval:
+	// the relay sweeps every second until it is back.
+	t.Run("ListenDownSweepsEverySecond", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		proxy, listen := tcpproxy.StartFor(t, pgtest.URL(t))
+		b.listen = listen
+		sink := newRecorder(nil)
+		cfg := b.config(t) // SweepInterval 1 h
+		supervise(t, b.db, cfg, sink)
+		// The start-up check's connection, then the LISTEN session's.
+		require.Eventually(t, func() bool { return proxy.Accepted() == 2 && proxy.Open() == 1 }, 10*time.Second, 5*time.Millisecond,
+			"the LISTEN session connects")
+		proxy.Refuse(true)
+		ids := b.stage(t, 2)
+		require.Eventually(t, func() bool { return sink.handsOf(ids[0]) == 1 && sink.handsOf(ids[1]) == 1 },
+			relay.ListenDownSweep+3*time.Second, 5*time.Millisecond, "handed by the one-second sweep")
 	})
 
 	t.Run("RetryIsCountedAndHandedAgainAfterTheDelay", func(t *testing.T) {
@@ -280,6 +301,22 @@ func TestSupervise(t *testing.T) {
 		stop()
 		require.Equal(t, 1, b.count(t, "processed_at IS NULL AND failed_at IS NULL AND attempts = 1 AND last_error = 'context canceled' AND available_at <= now()"))
 	})
+}
+
+// A ListenDSN that cannot connect is an error at start, not a relay that
+// waits for its sweep.
+func TestSuperviseRejectsAListenDSNThatCannotConnect(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	closed := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	cfg := b.config(t)
+	cfg.ListenDSN = "postgres://" + closed + "/postgres?sslmode=disable"
+	err = relay.Supervise(t.Context(), b.db, &cfg, newRecorder(nil))
+	require.ErrorIs(t, err, relay.ErrConfig)
+	require.ErrorContains(t, err, "ListenDSN: cannot connect the LISTEN session")
 }
 
 func TestSuperviseRejectsBadConfig(t *testing.T) {

@@ -75,6 +75,7 @@ type Proxy struct {
 	links  map[*link]struct{}
 	stall  chan struct{} // non-nil while stalled; closed when the stall ends
 	traps  []*trap
+	refuse bool // close new connections at once
 	closed bool
 	total  int
 }
@@ -139,6 +140,19 @@ func (p *Proxy) Cut() int {
 		l.cut()
 	}
 	return len(p.links)
+}
+
+// Refuse closes every open connection and every new one at once (on), as
+// a server that went away would, or forwards them again (off).
+func (p *Proxy) Refuse(on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.refuse = on
+	if on {
+		for l := range p.links {
+			l.cut()
+		}
+	}
 }
 
 // Stall stops (on) or resumes (off) forwarding bytes in both directions on
@@ -260,6 +274,11 @@ func (p *Proxy) accept() {
 			return
 		}
 		p.total++
+		if p.refuse {
+			p.mu.Unlock()
+			_ = c.Close()
+			continue
+		}
 		p.wg.Go(func() { p.serve(c) })
 		p.mu.Unlock()
 	}
