@@ -247,7 +247,7 @@ func requireDelivers(t *testing.T, schema string) {
 	db := pgtest.DB(t) // the application role: DML only
 	const module = "tools"
 
-	ob, err := relay.NewOutbox(schema)
+	ob, err := relay.NewOutbox(&relay.OutboxConfig{Schema: schema})
 	require.NoError(t, err)
 	msg, err := notification.Request{Channel: "mail", Recipient: "someone@example.com", Template: "welcome"}.Message(module)
 	require.NoError(t, err)

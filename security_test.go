@@ -124,7 +124,7 @@ func secNameEntries(handed *atomic.Int64) []secNameEntry {
 			call: func(ctx context.Context, b secNameBundle, name string) error { return inbox.Migrate(ctx, b.db, name) }},
 		{entry: "relay.NewOutbox", field: "schema", emptyIsDefault: true,
 			call: func(_ context.Context, _ secNameBundle, name string) error {
-				_, err := relay.NewOutbox(name)
+				_, err := relay.NewOutbox(&relay.OutboxConfig{Schema: name})
 				return err
 			}},
 		{entry: "relay.Supervise Config.Schema", field: "Schema", sentinel: relay.ErrConfig, emptyIsDefault: true,
@@ -187,7 +187,7 @@ func secNameEntries(handed *atomic.Int64) []secNameEntry {
 				_, err := notification.Stage(ctx, b.db, "hr", req(name))
 				return err
 			}},
-		{entry: "notification.Stage module", field: "Module", sentinel: relay.ErrInvalidMessage,
+		{entry: "notification.Stage module", field: "module", sentinel: notification.ErrInvalidRequest,
 			call: func(ctx context.Context, b secNameBundle, name string) error {
 				_, err := notification.Stage(ctx, b.db, name, req("mail"))
 				return err
@@ -197,7 +197,7 @@ func secNameEntries(handed *atomic.Int64) []secNameEntry {
 				_, err := notification.StageBatch(ctx, b.db, "hr", []notification.Request{req("mail"), req(name)})
 				return err
 			}},
-		{entry: "notification.Request.Message then Outbox.Stage module", field: "Module", sentinel: relay.ErrInvalidMessage,
+		{entry: "notification.Request.Message module", field: "module", sentinel: notification.ErrInvalidRequest,
 			call: func(ctx context.Context, b secNameBundle, name string) error {
 				m, err := req("mail").Message(name)
 				if err != nil {
@@ -253,7 +253,7 @@ func TestNames(t *testing.T) {
 	t.Parallel()
 	db := pgtest.DB(t)
 	schema := pgtest.Schema(t, tidings.Migrate)
-	ob, err := relay.NewOutbox(schema)
+	ob, err := relay.NewOutbox(&relay.OutboxConfig{Schema: schema})
 	require.NoError(t, err)
 	ib, err := inbox.New(schema)
 	require.NoError(t, err)
@@ -328,7 +328,7 @@ func TestNamesAsDataAreParameters(t *testing.T) {
 	t.Parallel()
 	db := pgtest.DB(t)
 	schema := pgtest.Schema(t, tidings.Migrate)
-	ob, err := relay.NewOutbox(schema)
+	ob, err := relay.NewOutbox(&relay.OutboxConfig{Schema: schema})
 	require.NoError(t, err)
 	before := secCatalog(t, db)
 
@@ -390,7 +390,7 @@ func FuzzNames(f *testing.F) {
 	f.Add(strings.Repeat("z", 63))
 	f.Add("ǅ") // a title-case letter: neither upper nor lower
 	f.Add("a\u200bb")
-	ob, err := relay.NewOutbox("tidings")
+	ob, err := relay.NewOutbox(&relay.OutboxConfig{Schema: "tidings"})
 	require.NoError(f, err)
 	ib, err := inbox.New("tidings")
 	require.NoError(f, err)
@@ -427,7 +427,7 @@ func FuzzNames(f *testing.F) {
 			require.Regexp(t, `is empty|bytes long|is not allowed`, err.Error(), entry)
 		}
 
-		_, err := relay.NewOutbox(name)
+		_, err := relay.NewOutbox(&relay.OutboxConfig{Schema: name})
 		check("relay.NewOutbox", "schema", nil, true, err)
 		_, err = inbox.New(name)
 		check("inbox.New", "schema", nil, true, err)
@@ -926,7 +926,7 @@ func TestLeastPrivilege(t *testing.T) {
 	require.True(t, ok, "CREATE in the schema: %v", err)
 	require.Equal(t, pq.ErrorCode("42501"), pqErr.Code, "CREATE in the schema: %v", err)
 
-	ob, err := relay.NewOutbox(schema)
+	ob, err := relay.NewOutbox(&relay.OutboxConfig{Schema: schema})
 	require.NoError(t, err)
 	mail := recording.New()
 	mail.ScriptRecipient("bounces@example.com", delivery.Reject(errors.New("mailbox does not exist")))

@@ -183,7 +183,7 @@ func newBundle(t *testing.T, cluster *pgtemp.Cluster, base string, admin *sql.DB
 	t.Helper()
 	b := testBundle{cluster: cluster, url: base, admin: admin, schema: schema, faults: &ledger.Faults{}, known: &idLog{}}
 	var err error
-	b.ob, err = relay.NewOutbox(schema)
+	b.ob, err = relay.NewOutbox(&relay.OutboxConfig{Schema: schema})
 	require.NoError(t, err)
 	b.db, err = sql.Open("postgres", b.dsn(t, appTest))
 	require.NoError(t, err)

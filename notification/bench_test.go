@@ -67,7 +67,7 @@ func newBenchDrain(b *testing.B, db *sql.DB, n int) benchDrain {
 	b.Helper()
 	schema := fmt.Sprintf("b_notification_%d_%d", os.Getpid(), benchSchemas.Add(1))
 	require.NoError(b, tidings.Migrate(b.Context(), db, schema))
-	ob, err := relay.NewOutbox(schema)
+	ob, err := relay.NewOutbox(&relay.OutboxConfig{Schema: schema})
 	require.NoError(b, err)
 	var once sync.Once
 	drop := func() {

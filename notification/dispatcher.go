@@ -140,7 +140,7 @@ func NewDispatcher(db *sql.DB, cfg *Config) (*Dispatcher, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	ob, err := relay.NewOutbox(c.Schema)
+	ob, err := relay.NewOutbox(&relay.OutboxConfig{Schema: c.Schema})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}

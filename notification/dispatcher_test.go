@@ -2,6 +2,7 @@ package notification_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -274,11 +275,18 @@ func TestStageValidates(t *testing.T) {
 		mutate func(*notification.Request)
 		want   string
 	}{
-		"NoChannel":   {func(r *notification.Request) { r.Channel = "" }, "Channel is empty"},
-		"BadChannel":  {func(r *notification.Request) { r.Channel = "e mail" }, "Channel"},
-		"NoRecipient": {func(r *notification.Request) { r.Recipient = "" }, "Recipient is empty"},
-		"Huge":        {func(r *notification.Request) { r.Recipient = strings.Repeat("a", 1025) }, "Recipient is 1025 bytes"},
-		"BadData":     {func(r *notification.Request) { r.Data = map[string]any{"f": func() {}} }, "Data cannot be encoded as JSON"},
+		"NoChannel":      {func(r *notification.Request) { r.Channel = "" }, "Channel is empty"},
+		"BadChannel":     {func(r *notification.Request) { r.Channel = "e mail" }, "Channel"},
+		"NoRecipient":    {func(r *notification.Request) { r.Recipient = "" }, "Recipient is empty"},
+		"Huge":           {func(r *notification.Request) { r.Recipient = strings.Repeat("a", 1025) }, "Recipient is 1025 bytes"},
+		"BadData":        {func(r *notification.Request) { r.Data = map[string]any{"f": func() {}} }, "Data cannot be encoded as JSON"},
+		"PanickingData":  {func(r *notification.Request) { r.Data = map[string]any{"p": panicky{}} }, "Data cannot be encoded as JSON: a MarshalJSON method panicked"},
+		"NULInRecipient": {func(r *notification.Request) { r.Recipient = "a\x00@example.com" }, "Recipient holds a NUL character"},
+		"NULInTemplate":  {func(r *notification.Request) { r.Template = "w\x00" }, "Template holds a NUL character"},
+		"NULInData":      {func(r *notification.Request) { r.Data = map[string]any{"ok": 1, "note": []any{"x\x00"}} }, `Data["note"] holds a NUL character`},
+		"NULInDataKey":   {func(r *notification.Request) { r.Data = map[string]any{"n\x00": 1} }, `Data["n\x00"] holds a NUL character`},
+		"YearMinusOne":   {func(r *notification.Request) { r.NotBefore = time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC) }, "NotBefore is before 1970"},
+		"CenturyAhead":   {func(r *notification.Request) { r.NotBefore = time.Now().AddDate(100, 0, 0) }, "NotBefore is more than 8784h0m0s ahead"},
 	} {
 		req := ok
 		tc.mutate(&req)
@@ -289,10 +297,32 @@ func TestStageValidates(t *testing.T) {
 		require.ErrorContains(t, err, tc.want, name)
 		require.NotContains(t, err.Error(), "a@example.com", "no personal data in errors")
 		_, err = notification.StageBatch(t.Context(), tx, module, []notification.Request{ok, req})
+		require.ErrorIs(t, err, notification.ErrInvalidRequest, name)
 		require.ErrorContains(t, err, "requests[1]: ", name)
+		require.ErrorContains(t, err, tc.want, name)
 		require.NoError(t, tx.Rollback())
 	}
+
+	t.Run("NoTransaction", func(t *testing.T) {
+		t.Parallel()
+		for _, tx := range []relay.Execer{nil, (*sql.Tx)(nil), (*sql.DB)(nil)} {
+			_, err := notification.Stage(t.Context(), tx, module, ok)
+			require.ErrorIs(t, err, notification.ErrInvalidRequest)
+			require.ErrorContains(t, err, "tx is")
+			_, err = notification.StageBatch(t.Context(), tx, module, []notification.Request{ok})
+			require.ErrorIs(t, err, notification.ErrInvalidRequest)
+			require.ErrorContains(t, err, "tx is")
+		}
+		_, err := notification.Stage(t.Context(), b.db, "Bad Module", ok)
+		require.ErrorIs(t, err, notification.ErrInvalidRequest)
+		require.ErrorContains(t, err, "module")
+	})
 }
+
+// panicky is a Data value whose encoding panics.
+type panicky struct{}
+
+func (panicky) MarshalJSON() ([]byte, error) { panic("secret value in a panic") }
 
 func must[T any](v T, err error) T {
 	if err != nil {

@@ -35,7 +35,7 @@ type testBundle struct {
 func setup(t *testing.T) testBundle {
 	t.Helper()
 	schema := pgtest.Schema(t, tidings.Migrate)
-	ob, err := relay.NewOutbox(schema)
+	ob, err := relay.NewOutbox(&relay.OutboxConfig{Schema: schema})
 	require.NoError(t, err)
 	return testBundle{db: pgtest.DB(t), schema: schema, ob: ob, mail: recording.New(), sms: recording.New()}
 }

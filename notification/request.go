@@ -5,12 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/tidings-go/tidings/internal/ident"
+	"github.com/tidings-go/tidings/internal/validate"
 	"github.com/tidings-go/tidings/relay"
 )
 
@@ -41,7 +44,10 @@ type Request struct {
 	// back to the delivery as float64, as encoding/json decodes them.
 	Data map[string]any
 	// NotBefore, when set, is the time before which the request is not
-	// delivered, such as a reminder 15 minutes before a booking ends.
+	// delivered, such as a reminder 15 minutes before a booking ends. A
+	// time in the past means now; one more than a year ahead
+	// (relay.NotBeforeMax) is an error: keep such schedules in your own
+	// tables.
 	NotBefore time.Time
 }
 
@@ -54,24 +60,66 @@ type payload struct {
 }
 
 // Message turns req into the relay message Stage writes for module: use it
-// with a relay.Outbox of another schema than the default.
+// with a relay.Outbox of another schema than the default. An invalid
+// request is an ErrInvalidRequest that names the field.
 func (req Request) Message(module string) (relay.Message, error) {
-	if err := ident.Check("Channel", req.Channel); err != nil {
+	if err := req.validate(module); err != nil {
 		return relay.Message{}, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+	}
+	body, err := req.encode()
+	if err != nil {
+		return relay.Message{}, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+	}
+	return relay.Message{Module: module, Kind: Kind, Payload: body, NotBefore: req.NotBefore}, nil
+}
+
+// validate checks every field but Data, which encode checks.
+func (req Request) validate(module string) error {
+	if err := ident.Check("module", module); err != nil {
+		return err
+	}
+	if err := ident.Check("Channel", req.Channel); err != nil {
+		return err
 	}
 	switch {
 	case req.Recipient == "":
-		return relay.Message{}, fmt.Errorf("%w: Recipient is empty", ErrInvalidRequest)
+		return errors.New("Recipient is empty")
 	case len(req.Recipient) > RecipientMaxLen:
-		return relay.Message{}, fmt.Errorf("%w: Recipient is %d bytes long, at most %d allowed",
-			ErrInvalidRequest, len(req.Recipient), RecipientMaxLen)
+		return fmt.Errorf("Recipient is %d bytes long, at most %d allowed", len(req.Recipient), RecipientMaxLen)
 	}
-	body, err := json.Marshal(payload{Channel: req.Channel, Recipient: req.Recipient, Template: req.Template, Data: req.Data})
+	if err := validate.NoNUL("Recipient", req.Recipient); err != nil {
+		return err
+	}
+	if err := validate.NoNUL("Template", req.Template); err != nil {
+		return err
+	}
+	return validate.NotBefore("NotBefore", req.NotBefore, time.Now())
+}
+
+// encode is the request's payload. Its errors name the field (and the key
+// of Data) and quote no value.
+func (req Request) encode() (body []byte, err error) {
+	defer func() {
+		// A MarshalJSON of the caller's that panics: its value may hold
+		// anything, so it is not quoted.
+		if recover() != nil {
+			body, err = nil, errors.New("Data cannot be encoded as JSON: a MarshalJSON method panicked")
+		}
+	}()
+	body, err = json.Marshal(payload{Channel: req.Channel, Recipient: req.Recipient, Template: req.Template, Data: req.Data})
 	if err != nil {
 		// The encoder's message names a type, never a value.
-		return relay.Message{}, fmt.Errorf("%w: Data cannot be encoded as JSON: %w", ErrInvalidRequest, err)
+		return nil, fmt.Errorf("Data cannot be encoded as JSON: %w", err)
 	}
-	return relay.Message{Module: module, Kind: Kind, Payload: body, NotBefore: req.NotBefore}, nil
+	if validate.JSONHasNUL(body) {
+		for _, key := range slices.Sorted(maps.Keys(req.Data)) {
+			if v, _ := json.Marshal(req.Data[key]); validate.JSONHasNUL(v) || strings.IndexByte(key, 0) >= 0 {
+				return nil, fmt.Errorf("Data[%q] holds a NUL character, which PostgreSQL cannot store", key)
+			}
+		}
+		return nil, errors.New("Data holds a NUL character, which PostgreSQL cannot store")
+	}
+	return body, nil
 }
 
 // Stage stages req for module's relay inside tx, in the default schema, and
@@ -79,6 +127,9 @@ func (req Request) Message(module string) (relay.Message, error) {
 // The request exists if and only if tx commits. An invalid request is an
 // ErrInvalidRequest naming the field, and nothing is staged.
 func Stage(ctx context.Context, tx relay.Execer, module string, req Request) (uuid.UUID, error) {
+	if err := validate.NotNil("tx", tx); err != nil {
+		return uuid.Nil, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+	}
 	msg, err := req.Message(module)
 	if err != nil {
 		return uuid.Nil, err
@@ -91,6 +142,9 @@ func Stage(ctx context.Context, tx relay.Execer, module string, req Request) (uu
 // request is invalid the error names its index and field, and nothing is
 // staged.
 func StageBatch(ctx context.Context, tx relay.Execer, module string, reqs []Request) ([]uuid.UUID, error) {
+	if err := validate.NotNil("tx", tx); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+	}
 	msgs := make([]relay.Message, len(reqs))
 	for i, req := range reqs {
 		msg, err := req.Message(module)

@@ -64,7 +64,7 @@ func (bb benchBundle) schema(b *testing.B) (string, *relay.Outbox, func()) {
 	b.Helper()
 	schema := fmt.Sprintf("b_relay_%d_%d", os.Getpid(), benchSchemas.Add(1))
 	require.NoError(b, tidings.Migrate(b.Context(), bb.db, schema))
-	ob, err := relay.NewOutbox(schema)
+	ob, err := relay.NewOutbox(&relay.OutboxConfig{Schema: schema})
 	require.NoError(b, err)
 	var once sync.Once
 	drop := func() {

@@ -45,7 +45,7 @@ func ExampleStage() {
 // their commits take turns, and wake the relay once each commit returned.
 func ExampleWaker() {
 	ctx, db := exampleSetup()
-	ob, err := relay.NewOutbox("")
+	ob, err := relay.NewOutbox(nil)
 	if err != nil {
 		panic(err)
 	}
@@ -106,7 +106,7 @@ func ExampleSupervise() {
 // Operate: list what died and why, then re-emit it once the cause is fixed.
 func ExampleOutbox_Reemit() {
 	ctx, db := exampleSetup()
-	ob, err := relay.NewOutbox("") // the default schema
+	ob, err := relay.NewOutbox(nil) // the default schema
 	if err != nil {
 		panic(err)
 	}

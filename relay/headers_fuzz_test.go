@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tidings-go/tidings/internal/pgtest"
+	"github.com/tidings-go/tidings/internal/validate"
 )
 
 // The headers column carries the staging write's W3C trace context and
@@ -203,7 +204,7 @@ func TestBadHeadersAreStillHanded(t *testing.T) {
 	for _, seed := range hdrSeeds {
 		// jsonb stores only valid UTF-8 JSON without a NUL: the other
 		// seeds cannot reach a claim.
-		if !json.Valid([]byte(seed.headers)) || !utf8.ValidString(seed.headers) || hasNUL([]byte(seed.headers)) {
+		if !json.Valid([]byte(seed.headers)) || !utf8.ValidString(seed.headers) || validate.JSONHasNUL([]byte(seed.headers)) {
 			continue
 		}
 		id := uuid.Must(uuid.NewV7())

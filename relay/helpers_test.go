@@ -31,7 +31,7 @@ type testBundle struct {
 func setup(t *testing.T) testBundle {
 	t.Helper()
 	schema := pgtest.Schema(t, tidings.Migrate)
-	ob, err := relay.NewOutbox(schema)
+	ob, err := relay.NewOutbox(&relay.OutboxConfig{Schema: schema})
 	require.NoError(t, err)
 	return testBundle{db: pgtest.DB(t), schema: schema, ob: ob}
 }
@@ -73,7 +73,7 @@ func ownCluster(t *testing.T, opts *pgtemp.Options) (testBundle, *pgtemp.Cluster
 	db, err := sql.Open("postgres", app)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
-	ob, err := relay.NewOutbox("")
+	ob, err := relay.NewOutbox(nil)
 	require.NoError(t, err)
 	return testBundle{db: db, schema: relay.SchemaDefault, ob: ob, listen: app}, cluster
 }

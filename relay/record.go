@@ -23,10 +23,11 @@ type Message struct {
 	// Payload is the record's body. Required; must be valid JSON.
 	Payload json.RawMessage
 	// NotBefore, when set, is the time before which the record is not
-	// handed. The zero value means as soon as it commits. It is compared
-	// with the database's clock, as every due time is: a time computed
-	// from the application's clock, such as time.Now().Add(d), is off by
-	// any skew between the two clocks.
+	// handed. The zero value, or a time in the past, means as soon as it
+	// commits; a time before 1970 or more than NotBeforeMax (a year) ahead
+	// is invalid. It is compared with the database's clock, as every due
+	// time is: a time computed from the application's clock, such as
+	// time.Now().Add(d), is off by any skew between the two clocks.
 	NotBefore time.Time
 }
 

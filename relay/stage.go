@@ -1,7 +1,6 @@
 package relay
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"database/sql"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/tidings-go/tidings/internal/ident"
 	"github.com/tidings-go/tidings/internal/migrate"
+	"github.com/tidings-go/tidings/internal/validate"
 )
 
 // ScopeName is the instrumentation scope of the relay's spans and metrics.
@@ -30,6 +30,10 @@ const ScopeName = "github.com/tidings-go/tidings/relay"
 
 // KindMaxLen is the longest Message.Kind accepted, in bytes.
 const KindMaxLen = 200
+
+// NotBeforeMax is how far ahead of now (the application's clock) a
+// Message.NotBefore may be: an outbox is no calendar.
+const NotBeforeMax = validate.NotBeforeMax
 
 // ErrInvalidMessage marks a Message that cannot be staged; the error names
 // the field.
@@ -62,23 +66,42 @@ func Migrate(ctx context.Context, db *sql.DB, schema string) error {
 type Outbox struct {
 	schema string
 	q      queries
+	tracer trace.Tracer
 	quiet  bool // stage without the wake-up
 }
 
-// NewOutbox returns the outbox of schema ("" means SchemaDefault). The name
-// must be a lower-case identifier of at most 63 bytes; it is checked here,
-// never pasted unchecked into SQL.
-func NewOutbox(schema string) (*Outbox, error) {
-	if schema == "" {
-		schema = SchemaDefault
+// OutboxConfig configures an Outbox. The zero value of each field means its
+// default.
+type OutboxConfig struct {
+	// Schema holds the outbox table: a lower-case identifier of at most 56
+	// bytes, checked here and never pasted unchecked into SQL. Default
+	// SchemaDefault ("tidings").
+	Schema string
+
+	// TracerProvider creates the producer span of each staged record. Nil
+	// means the global provider.
+	TracerProvider trace.TracerProvider
+}
+
+// NewOutbox returns the outbox cfg describes; a nil cfg means every
+// default.
+func NewOutbox(cfg *OutboxConfig) (*Outbox, error) {
+	var c OutboxConfig
+	if cfg != nil {
+		c = *cfg
 	}
+	schema := cmp.Or(c.Schema, SchemaDefault)
 	if err := ident.CheckSchema("schema", schema); err != nil {
 		return nil, fmt.Errorf("relay: %w", err)
 	}
-	return &Outbox{schema: schema, q: newQueries(schema)}, nil
+	tp := c.TracerProvider
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	return &Outbox{schema: schema, q: newQueries(schema), tracer: tp.Tracer(ScopeName)}, nil
 }
 
-var defaultOutbox, _ = NewOutbox(SchemaDefault)
+var defaultOutbox, _ = NewOutbox(nil)
 
 // WithoutWakeUp returns an Outbox that stages without waking relays at
 // commit. NOTIFY takes a lock at commit that serializes committing
@@ -117,6 +140,9 @@ func StageBatch(ctx context.Context, tx Execer, msgs []Message) ([]uuid.UUID, er
 // An invalid msg is an ErrInvalidMessage naming the field; nothing is
 // written then.
 func (o *Outbox) Stage(ctx context.Context, tx Execer, msg Message) (uuid.UUID, error) {
+	if err := validate.NotNil("tx", tx); err != nil {
+		return uuid.Nil, fmt.Errorf("%w: %w", ErrInvalidMessage, err)
+	}
 	if err := msg.validate(); err != nil {
 		return uuid.Nil, err
 	}
@@ -130,7 +156,7 @@ func (o *Outbox) Stage(ctx context.Context, tx Execer, msg Message) (uuid.UUID, 
 	}
 	if _, err := tx.ExecContext(ctx, o.q.stage, row.id, msg.Module, msg.Kind, []byte(msg.Payload),
 		row.headers, row.correlation, row.causation, notBefore, o.wakeChannel()); err != nil {
-		return uuid.Nil, fmt.Errorf("relay: stage: %w", err)
+		return uuid.Nil, o.tableError("stage", err)
 	}
 	return row.id, nil
 }
@@ -139,6 +165,9 @@ func (o *Outbox) Stage(ctx context.Context, tx Execer, msg Message) (uuid.UUID, 
 // in order; otherwise it is Stage. If any message is invalid, the error
 // names its index and field and nothing is written.
 func (o *Outbox) StageBatch(ctx context.Context, tx Execer, msgs []Message) ([]uuid.UUID, error) {
+	if err := validate.NotNil("tx", tx); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidMessage, err)
+	}
 	n := len(msgs)
 	if n == 0 {
 		return nil, nil
@@ -169,9 +198,27 @@ func (o *Outbox) StageBatch(ctx context.Context, tx Execer, msgs []Message) ([]u
 	if _, err := tx.ExecContext(ctx, o.q.stageBatch, pq.Array(cols[0]), pq.Array(cols[1]), pq.Array(cols[2]),
 		pq.Array(cols[3]), pq.Array(cols[4]), pq.Array(cols[5]), pq.Array(cols[6]), pq.Array(notBefore),
 		o.wakeChannel()); err != nil {
-		return nil, fmt.Errorf("relay: stage batch: %w", err)
+		return nil, o.tableError("stage batch", err)
 	}
 	return ids, nil
+}
+
+// ErrNotMigrated means the schema has no outbox table (or no schema):
+// migrate it first, with tidings.Migrate or the migration files.
+var ErrNotMigrated = errors.New("relay: schema not migrated")
+
+// tableError wraps the error of a statement on the outbox as op, saying
+// what to do when the table or its schema is missing.
+func (o *Outbox) tableError(op string, err error) error {
+	var pgErr interface{ SQLState() string }
+	if errors.As(err, &pgErr) {
+		switch pgErr.SQLState() {
+		case "42P01", "3F000": // undefined_table, invalid_schema_name
+			return fmt.Errorf("%w: schema %q has no outbox table; run tidings.Migrate (or the migration files) for it first: %s: %w",
+				ErrNotMigrated, o.schema, op, err)
+		}
+	}
+	return fmt.Errorf("relay: %s: %w", op, err)
 }
 
 type stagedRow struct {
@@ -187,7 +234,7 @@ func (o *Outbox) prepare(ctx context.Context, msg Message) (stagedRow, error) {
 	if err != nil {
 		return stagedRow{}, fmt.Errorf("relay: new id: %w", err)
 	}
-	ctx, span := otel.GetTracerProvider().Tracer(ScopeName).Start(ctx, "send "+msg.Module,
+	ctx, span := o.tracer.Start(ctx, "send "+msg.Module,
 		trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(
 			attribute.String("messaging.system", "tidings"),
@@ -224,31 +271,13 @@ func (m Message) validate() error {
 		return fmt.Errorf("%w: Payload is empty", ErrInvalidMessage)
 	case !json.Valid(m.Payload):
 		return fmt.Errorf("%w: Payload is not valid JSON", ErrInvalidMessage)
-	case hasNUL(m.Payload):
+	case validate.JSONHasNUL(m.Payload):
 		return fmt.Errorf(`%w: Payload holds the escape \u0000, which PostgreSQL's jsonb cannot store`, ErrInvalidMessage)
 	}
-	return nil
-}
-
-// hasNUL reports whether valid JSON holds the escape \u0000: a "\u0000"
-// preceded by an even number of backslashes (an odd one escapes the
-// backslash instead).
-func hasNUL(payload []byte) bool {
-	for i := 0; ; {
-		j := bytes.Index(payload[i:], []byte(`\u0000`))
-		if j < 0 {
-			return false
-		}
-		at := i + j
-		backslashes := 0
-		for k := at - 1; k >= 0 && payload[k] == '\\'; k-- {
-			backslashes++
-		}
-		if backslashes%2 == 0 {
-			return true
-		}
-		i = at + 1
+	if err := validate.NotBefore("NotBefore", m.NotBefore, time.Now()); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidMessage, err)
 	}
+	return nil
 }
 
 func printable(s string) bool {

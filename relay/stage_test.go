@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/lib/pq"
 	"github.com/stretchr/testify/require"
 
@@ -93,6 +95,36 @@ func TestStage(t *testing.T) {
 		require.Equal(t, 1, b.count(t, "available_at > now() + interval '59 minutes'"))
 	})
 
+	// Stage and StageBatch agree on a scheduled time in the past: due then,
+	// which is now.
+	t.Run("PastNotBeforeIsDueEitherWay", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		past := relay.Message{Module: module, Kind: "k", Payload: payload(1), NotBefore: time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC)}
+		one, err := b.ob.Stage(t.Context(), b.db, past)
+		require.NoError(t, err)
+		many, err := b.ob.StageBatch(t.Context(), b.db, []relay.Message{past})
+		require.NoError(t, err)
+		for _, id := range []uuid.UUID{one, many[0]} {
+			st, err := b.ob.Status(t.Context(), b.db, id)
+			require.NoError(t, err)
+			require.True(t, st.NextAttempt.Equal(past.NotBefore), "%s due at %s", id, st.NextAttempt)
+		}
+	})
+
+	// A schema that was never migrated says what to do.
+	t.Run("UnmigratedSchemaSaysToMigrate", func(t *testing.T) {
+		t.Parallel()
+		ob, err := relay.NewOutbox(&relay.OutboxConfig{Schema: "never_migrated"})
+		require.NoError(t, err)
+		msg := relay.Message{Module: module, Kind: "k", Payload: payload(1)}
+		_, err = ob.Stage(t.Context(), pgtest.DB(t), msg)
+		require.ErrorIs(t, err, relay.ErrNotMigrated)
+		require.ErrorContains(t, err, `schema "never_migrated" has no outbox table; run tidings.Migrate`)
+		_, err = ob.StageBatch(t.Context(), pgtest.DB(t), []relay.Message{msg})
+		require.ErrorIs(t, err, relay.ErrNotMigrated)
+	})
+
 	t.Run("InvalidMessagesNameTheFieldAndStageNothing", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -109,6 +141,8 @@ func TestStage(t *testing.T) {
 			"EmptyPayload": {func(m *relay.Message) { m.Payload = nil }, "Payload is empty"},
 			"InvalidJSON":  {func(m *relay.Message) { m.Payload = json.RawMessage(`{"a":`) }, "Payload is not valid JSON"},
 			"NULEscape":    {func(m *relay.Message) { m.Payload = json.RawMessage(`{"a":"x\u0000"}`) }, `\u0000`},
+			"YearMinusOne": {func(m *relay.Message) { m.NotBefore = time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC) }, "NotBefore is before 1970"},
+			"FarAhead":     {func(m *relay.Message) { m.NotBefore = time.Now().Add(relay.NotBeforeMax + time.Hour) }, "NotBefore is more than"},
 		} {
 			msg := ok
 			tc.mutate(&msg)
@@ -122,6 +156,15 @@ func TestStage(t *testing.T) {
 		}
 		require.Equal(t, 0, b.count(t, "true"))
 
+		for _, tx := range []relay.Execer{nil, (*sql.Tx)(nil)} {
+			_, err := b.ob.Stage(t.Context(), tx, ok)
+			require.ErrorIs(t, err, relay.ErrInvalidMessage)
+			require.ErrorContains(t, err, "tx is")
+			_, err = b.ob.StageBatch(t.Context(), tx, []relay.Message{ok})
+			require.ErrorIs(t, err, relay.ErrInvalidMessage)
+			require.ErrorContains(t, err, "tx is")
+		}
+
 		// An escaped backslash followed by "u0000" is text, not a NUL.
 		_, err := b.ob.Stage(t.Context(), b.db, relay.Message{Module: module, Kind: "k", Payload: json.RawMessage(`{"path":"C:\\u0000"}`)})
 		require.NoError(t, err)
@@ -131,10 +174,10 @@ func TestStage(t *testing.T) {
 func TestNewOutboxRejectsBadSchemas(t *testing.T) {
 	t.Parallel()
 	for _, schema := range []string{`a"; drop table x;--`, "Tidings", strings.Repeat("s", 64), "a.b"} {
-		_, err := relay.NewOutbox(schema)
+		_, err := relay.NewOutbox(&relay.OutboxConfig{Schema: schema})
 		require.ErrorContains(t, err, "schema", schema)
 	}
-	_, err := relay.NewOutbox("")
+	_, err := relay.NewOutbox(nil)
 	require.NoError(t, err, "empty means the default")
 }
 
@@ -182,7 +225,7 @@ func TestLongestSchemaStagesAndWakes(t *testing.T) {
 	require.NoError(t, tidings.Migrate(t.Context(), admin, schema))
 	pgtest.Grant(t, admin, schema)
 	db := pgtest.DB(t)
-	ob, err := relay.NewOutbox(schema)
+	ob, err := relay.NewOutbox(&relay.OutboxConfig{Schema: schema})
 	require.NoError(t, err)
 	b := testBundle{db: db, schema: schema, ob: ob}
 	sink := newRecorder(nil)
@@ -191,6 +234,6 @@ func TestLongestSchemaStagesAndWakes(t *testing.T) {
 	b.stage(t, 1)
 	sink.waitHands(t, 1, 10*time.Second)
 
-	_, err = relay.NewOutbox(schema + "x")
+	_, err = relay.NewOutbox(&relay.OutboxConfig{Schema: schema + "x"})
 	require.ErrorContains(t, err, "at most 56 allowed")
 }

@@ -90,7 +90,7 @@ type supervisor struct {
 }
 
 func newSupervisor(db *sql.DB, cfg Config, sink Sink) (*supervisor, error) {
-	ob, err := NewOutbox(cfg.Schema)
+	ob, err := NewOutbox(&OutboxConfig{Schema: cfg.Schema, TracerProvider: cfg.TracerProvider})
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +116,7 @@ func (s *supervisor) run(ctx context.Context) error {
 	// Fail fast, with one round trip, on a missing table or a bad pool.
 	var idleTxTimeout int64
 	if err := s.db.QueryRowContext(ctx, s.ob.q.ping).Scan(&idleTxTimeout); err != nil {
-		return fmt.Errorf("relay: read outbox %s: %w", s.ob.schema, err)
+		return s.ob.tableError("read the outbox", err)
 	}
 	if s.cfg.ListenDSN != "" {
 		if err := s.checkListen(ctx); err != nil {

@@ -23,8 +23,9 @@ func TestTelemetry(t *testing.T) {
 	b := setup(t)
 	spans := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
-	// Staging takes the global provider, as application code does.
-	otel.SetTracerProvider(tp)
+	// Staging takes the provider its Outbox was given, not the global one.
+	ob, err := relay.NewOutbox(&relay.OutboxConfig{Schema: b.schema, TracerProvider: tp})
+	require.NoError(t, err)
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 
@@ -42,11 +43,12 @@ func TestTelemetry(t *testing.T) {
 	supervise(t, b.db, cfg, sink)
 
 	member, err := baggage.NewMember("tenant", "acme")
+	require.NotSame(t, tp, otel.GetTracerProvider())
 	require.NoError(t, err)
 	bag, err := baggage.New(member)
 	require.NoError(t, err)
 	ctx, request := tp.Tracer("app").Start(baggage.ContextWithBaggage(t.Context(), bag), "POST /orders")
-	id, err := b.ob.Stage(ctx, b.db, relay.Message{Module: module, Kind: "order.placed", Payload: payload(1)})
+	id, err := ob.Stage(ctx, b.db, relay.Message{Module: module, Kind: "order.placed", Payload: payload(1)})
 	require.NoError(t, err)
 	request.End()
 

@@ -46,7 +46,7 @@ func newSchema(ctx context.Context, db *sql.DB, scenario string) (benchSchema, e
 	if err := tidings.Migrate(ctx, db, name); err != nil {
 		return benchSchema{}, fmt.Errorf("migrate %s: %w", name, err)
 	}
-	ob, err := relay.NewOutbox(name)
+	ob, err := relay.NewOutbox(&relay.OutboxConfig{Schema: name})
 	if err != nil {
 		return benchSchema{}, err
 	}

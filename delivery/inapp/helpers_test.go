@@ -44,7 +44,7 @@ func setup(t *testing.T) testBundle {
 	t.Helper()
 	schema := pgtest.Schema(t, migrateAll)
 	db := pgtest.DB(t)
-	ob, err := relay.NewOutbox(schema)
+	ob, err := relay.NewOutbox(&relay.OutboxConfig{Schema: schema})
 	require.NoError(t, err)
 	d, err := inapp.New(db, schema)
 	require.NoError(t, err)

@@ -109,7 +109,7 @@ func run(ctx context.Context, stdout io.Writer) (err error) {
 		}
 	}()
 
-	ob, err := relay.NewOutbox(schema)
+	ob, err := relay.NewOutbox(&relay.OutboxConfig{Schema: schema})
 	if err != nil {
 		return err
 	}

@@ -240,7 +240,7 @@ func (s *soak) prepare(ctx context.Context) error {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	var err error
-	s.ob, err = relay.NewOutbox(schema)
+	s.ob, err = relay.NewOutbox(&relay.OutboxConfig{Schema: schema})
 	return err
 }
 

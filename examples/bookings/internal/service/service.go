@@ -91,7 +91,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener) error {
 	if err != nil {
 		return err
 	}
-	ob, err := relay.NewOutbox("")
+	ob, err := relay.NewOutbox(nil)
 	if err != nil {
 		return err
 	}

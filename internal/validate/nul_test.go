@@ -1,4 +1,4 @@
-package relay
+package validate
 
 import (
 	"encoding/json"
@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// FuzzHasNUL checks hasNUL against a reference: decode the JSON and look for
+// FuzzHasNUL checks JSONHasNUL against a reference: decode the JSON and look for
 // a NUL in every string and key.
 func FuzzHasNUL(f *testing.F) {
 	for _, seed := range []string{
@@ -26,7 +26,7 @@ func FuzzHasNUL(f *testing.F) {
 		if json.Unmarshal(payload, &v) != nil {
 			return
 		}
-		require.Equal(t, containsNUL(v), hasNUL(payload), "%s", payload)
+		require.Equal(t, containsNUL(v), JSONHasNUL(payload), "%s", payload)
 	})
 }
 
