@@ -10,9 +10,12 @@
 // Idempotency-Key. Each test logs the faults it injects, with the window
 // in which each happened, and ends by checking the ledger
 // (internal/ledger.Check): every staged event processed, none pending or
-// dead, exactly one inbox claim per event, and every duplicate the provider
-// saw carrying the same key and explained by a fault that hit while the
-// first delivery was in flight.
+// dead, exactly one inbox claim per event, no provider call after the
+// commit of its event's claim (read from the server's commit timestamps,
+// track_commit_timestamp), and every earlier duplicate the provider saw
+// carrying the same key and explained by a fault that hit while the
+// first delivery was in flight, no fault explaining more duplicates than
+// deliveries were in flight.
 //
 // The faults:
 //

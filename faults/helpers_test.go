@@ -166,7 +166,7 @@ func setupShared(t *testing.T) testBundle {
 // tables, and the test and the relay connect as that role.
 func setupCluster(t *testing.T) testBundle {
 	t.Helper()
-	cluster, err := pgtemp.Start(t.Context(), &pgtemp.Options{Durable: true})
+	cluster, err := pgtemp.Start(t.Context(), &pgtemp.Options{Durable: true, Settings: map[string]string{"track_commit_timestamp": "on"}})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, cluster.Stop()) })
 	owner := withParams(t, cluster.URL(), map[string]string{"options": "-c search_path="})
@@ -400,8 +400,10 @@ func (b testBundle) sessions(t *testing.T, app string) int {
 // checkLedger settles the accounts and fails the test unless they hold.
 func (b testBundle) checkLedger(t *testing.T) *ledger.Report {
 	t.Helper()
-	r, err := ledger.Check(t.Context(), b.db, ledger.Config{Schema: b.schema, Module: module, Consumer: consumer, Known: b.known.list()},
-		b.provider.Receipts(), b.faults.List())
+	// At most the child relay and an in-process one hand at once.
+	inFlight := childConcurrency + relayConfig("", "").Concurrency
+	r, err := ledger.Check(t.Context(), b.db, ledger.Config{Schema: b.schema, Module: module, Consumer: consumer,
+		Known: b.known.list(), InFlight: inFlight}, b.provider.Receipts(), b.faults.List())
 	require.NoError(t, err)
 	t.Logf("ledger:\n%s", r)
 	require.True(t, r.OK(), "the ledger does not hold:\n%s", r)

@@ -149,7 +149,7 @@ func run(ctx context.Context, out io.Writer, o options) (ok bool, err error) {
 	s := &soak{out: out, opts: o, counts: map[string]int{}, rep: reporter{seen: map[uuid.UUID]struct{}{}}}
 	if o.database == "" {
 		fmt.Fprintln(out, "starting a durable throwaway PostgreSQL cluster")
-		s.cluster, err = pgtemp.Start(ctx, &pgtemp.Options{Durable: true})
+		s.cluster, err = pgtemp.Start(ctx, &pgtemp.Options{Durable: true, Settings: map[string]string{"track_commit_timestamp": "on"}})
 		if err != nil {
 			return false, err
 		}

@@ -123,8 +123,9 @@ func (s *soak) settle(ctx context.Context, start time.Time, drained bool) (bool,
 	}
 	failed, counts, crashes := s.failed, s.counts, s.rep.crashes
 	s.mu.Unlock()
-	rep, err := ledger.Check(ctx, s.db, ledger.Config{Schema: schema, Module: module, Consumer: consumer, Known: known},
-		s.provider.Receipts(), s.faults.List())
+	// One relay process at a time: a fault interrupts at most its hands.
+	rep, err := ledger.Check(ctx, s.db, ledger.Config{Schema: schema, Module: module, Consumer: consumer, Known: known,
+		InFlight: concurrency}, s.provider.Receipts(), s.faults.List())
 	if err != nil {
 		return false, err
 	}

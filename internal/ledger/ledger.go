@@ -11,13 +11,20 @@
 //     an event that was never staged;
 //   - the provider received each at least once, always with the event's id
 //     as its Idempotency-Key;
-//   - every repeated receipt is explained by a fault: one whose window
-//     overlaps the span from the start of the hand that sent the previous
-//     receipt to the repeated receipt. A duplicate without such a fault is
-//     a message sent twice for no reason the design allows.
+//   - no receipt comes after the commit of its event's inbox claim: once
+//     the claim committed, no hand may call the provider again, whatever
+//     fault struck (the commit's time is the server's commit timestamp, so
+//     the server runs with track_commit_timestamp on);
+//   - every repeated receipt before that commit is explained by a fault:
+//     one whose window overlaps the span from the start of the hand that
+//     sent the previous receipt to the repeated receipt; and no fault
+//     explains more repeats than there were deliveries in flight
+//     (Config.InFlight). A duplicate without such a fault is a message
+//     sent twice for no reason the design allows.
 //
 // Times of receipts, hands and faults are this machine's wall clock, read
-// by the processes involved.
+// by the processes involved; the server that commits runs on the same
+// machine and clock.
 package ledger
 
 import (
@@ -76,6 +83,10 @@ type Config struct {
 	Module   string      // the relay's module: its outbox rows are the staged events
 	Consumer string      // the dispatcher's inbox consumer
 	Known    []uuid.UUID // ids the caller saw committed; each must be staged
+	// InFlight bounds the repeats one fault can explain: the most
+	// deliveries in flight at once, over every relay of the run. Zero
+	// means no bound.
+	InFlight int
 }
 
 // Report is the result of Check.
@@ -98,18 +109,21 @@ type Report struct {
 	Duplicated  int // ids received more than once
 	Extra       int // receipts beyond the first of their id
 	Explained   int // extra receipts inside the window of a fault
+	AfterCommit int // receipts after their event's claim committed: always a bug
 	Unexplained []Duplicate
 	Faults      int
 
 	Problems []string // what broke the ledger; empty when it holds
 }
 
-// Duplicate is a repeated receipt no fault explains.
+// Duplicate is a repeated receipt no fault explains, or a receipt after
+// its event's claim committed.
 type Duplicate struct {
 	ID             uuid.UUID
 	PrevHandStart  time.Time
 	PrevReceivedAt time.Time
 	ReceivedAt     time.Time
+	Why            string // what rule it breaks
 }
 
 // OK reports whether the ledger holds.
@@ -123,8 +137,8 @@ func (r *Report) String() string {
 		r.Claimed, r.Unclaimed, r.OrphanClaims, r.KnownMissing)
 	fmt.Fprintf(&b, "provider: %d receipts of %d ids; never received %d, unknown %d, wrong key %d\n",
 		r.Receipts, r.Received, r.NeverReceived, r.Unknown, r.WrongKey)
-	fmt.Fprintf(&b, "duplicates: %d ids, %d extra receipts, %d inside a fault window, %d unexplained (%d faults injected)",
-		r.Duplicated, r.Extra, r.Explained, len(r.Unexplained), r.Faults)
+	fmt.Fprintf(&b, "duplicates: %d ids, %d extra receipts, %d inside a fault window, %d after their claim committed, %d unexplained (%d faults injected)",
+		r.Duplicated, r.Extra, r.Explained, r.AfterCommit, len(r.Unexplained), r.Faults)
 	if len(r.Problems) == 0 {
 		b.WriteString("\nledger holds")
 	}
@@ -143,6 +157,33 @@ func Check(ctx context.Context, db *sql.DB, cfg Config, receipts []Receipt, faul
 		return nil, fmt.Errorf("ledger: %w", err)
 	}
 	s := ident.Quote(cfg.Schema)
+	var tracked string
+	if err := db.QueryRowContext(ctx, `SELECT current_setting('track_commit_timestamp')`).Scan(&tracked); err != nil {
+		return nil, fmt.Errorf("ledger: read track_commit_timestamp: %w", err)
+	}
+	if tracked != "on" {
+		return nil, errors.New("ledger: the server does not track commit timestamps: start it with track_commit_timestamp=on")
+	}
+	committed := map[uuid.UUID]time.Time{}
+	crows, err := db.QueryContext(ctx, `SELECT event_id, pg_xact_commit_timestamp(xmin) FROM `+s+`.inbox WHERE consumer = $1`, cfg.Consumer)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: read claim commits: %w", err)
+	}
+	for crows.Next() {
+		var id uuid.UUID
+		var at sql.NullTime
+		if err := crows.Scan(&id, &at); err != nil {
+			_ = crows.Close()
+			return nil, fmt.Errorf("ledger: read claim commits: %w", err)
+		}
+		if at.Valid {
+			committed[id] = at.Time
+		}
+	}
+	if err := crows.Err(); err != nil {
+		return nil, fmt.Errorf("ledger: read claim commits: %w", err)
+	}
+
 	rows, err := db.QueryContext(ctx, `SELECT o.id, o.processed_at IS NOT NULL, o.failed_at IS NOT NULL,
 			o.processed_at IS NULL AND o.failed_at IS NULL AND o.cancelled_at IS NULL,
 			(SELECT count(*) FROM `+s+`.inbox i WHERE i.consumer = $2 AND i.event_id = o.id)
@@ -210,7 +251,7 @@ func Check(ctx context.Context, db *sql.DB, cfg Config, receipts []Receipt, faul
 			r.NeverReceived++
 		}
 	}
-	r.Duplicated, r.Extra, r.Explained, r.Unexplained = Explain(receipts, faults)
+	r.Duplicated, r.Extra, r.Explained, r.AfterCommit, r.Unexplained = Explain(receipts, faults, committed, cfg.InFlight)
 
 	problem := func(format string, args ...any) { r.Problems = append(r.Problems, fmt.Sprintf(format, args...)) }
 	if r.Staged == 0 {
@@ -239,47 +280,92 @@ func Check(ctx context.Context, db *sql.DB, cfg Config, receipts []Receipt, faul
 	}
 	if n := len(r.Unexplained); n > 0 {
 		d := r.Unexplained[0]
-		problem("%d duplicates fall inside no fault window; the first: %s received at %s and again at %s (previous hand began %s)",
-			n, d.ID, d.PrevReceivedAt.Format(time.RFC3339Nano), d.ReceivedAt.Format(time.RFC3339Nano),
-			d.PrevHandStart.Format(time.RFC3339Nano))
+		problem("%d receipts no fault explains (%d after their claim committed); the first: %s received at %s and again at %s (previous hand began %s): %s",
+			n, r.AfterCommit, d.ID, d.PrevReceivedAt.Format(time.RFC3339Nano), d.ReceivedAt.Format(time.RFC3339Nano),
+			d.PrevHandStart.Format(time.RFC3339Nano), d.Why)
 	}
 	return r, nil
 }
 
 // Explain sorts the repeated receipts: duplicated counts the ids received
-// more than once, extra the receipts beyond the first of each id. A
-// repeated receipt is explained when a fault's window overlaps the span
-// from the start of the previous receipt's hand (its receipt time if the
-// hand start is unknown) to the repeated receipt: the fault hit while the
-// previous delivery was in flight, before its commit could land.
-func Explain(receipts []Receipt, faults []Fault) (duplicated, extra, explained int, unexplained []Duplicate) {
+// more than once, extra the receipts beyond the first of each id.
+//
+// A receipt after committed[id], the commit of its event's inbox claim,
+// is a send the claim should have prevented: it is counted in afterCommit
+// and is unexplained, whatever fault struck. A repeated receipt before
+// that commit is explained when a fault's window overlaps the span from
+// the start of the previous receipt's hand (its receipt time if the hand
+// start is unknown) to the repeated receipt: the fault hit while the
+// previous delivery was in flight, before its commit could land. A fault
+// explains at most inFlight repeats (no bound when inFlight is 0): no
+// more deliveries were in flight for it to interrupt.
+func Explain(receipts []Receipt, faults []Fault, committed map[uuid.UUID]time.Time, inFlight int) (duplicated, extra, explained, afterCommit int, unexplained []Duplicate) {
 	byID := map[uuid.UUID][]Receipt{}
 	for _, rc := range receipts {
 		byID[rc.ID] = append(byID[rc.ID], rc)
 	}
+	// Repeats in the order they happened, so each fault's capacity goes to
+	// the earliest it can explain.
+	type repeat struct {
+		prev, rc Receipt
+	}
+	var repeats []repeat
 	for id, rs := range byID {
-		if len(rs) < 2 {
-			continue
-		}
-		duplicated++
 		slices.SortFunc(rs, func(a, b Receipt) int { return a.At.Compare(b.At) })
-		for k := 1; k < len(rs); k++ {
-			extra++
-			prev := rs[k-1]
-			from := prev.HandStart
-			if from.IsZero() || from.After(prev.At) {
-				from = prev.At
+		if len(rs) > 1 {
+			duplicated++
+			extra += len(rs) - 1
+		}
+		commit, ok := committed[id]
+		for k, rc := range rs {
+			var prev Receipt
+			if k > 0 {
+				prev = rs[k-1]
 			}
-			to := rs[k].At
-			if slices.ContainsFunc(faults, func(f Fault) bool { return !f.After.Before(from) && !f.Before.After(to) }) {
-				explained++
+			if ok && rc.At.After(commit) {
+				afterCommit++
+				unexplained = append(unexplained, Duplicate{ID: id, PrevHandStart: prev.HandStart, PrevReceivedAt: prev.At,
+					ReceivedAt: rc.At, Why: "received after its claim committed at " + commit.Format(time.RFC3339Nano)})
 				continue
 			}
-			unexplained = append(unexplained, Duplicate{ID: id, PrevHandStart: prev.HandStart, PrevReceivedAt: prev.At, ReceivedAt: to})
+			if k > 0 {
+				repeats = append(repeats, repeat{prev: prev, rc: rc})
+			}
 		}
 	}
+	slices.SortFunc(repeats, func(a, b repeat) int { return a.rc.At.Compare(b.rc.At) })
+	used := make([]int, len(faults))
+	for _, r := range repeats {
+		from := r.prev.HandStart
+		if from.IsZero() || from.After(r.prev.At) {
+			from = r.prev.At
+		}
+		to := r.rc.At
+		overlaps, found := false, false
+		for i, f := range faults {
+			if f.After.Before(from) || f.Before.After(to) {
+				continue
+			}
+			overlaps = true
+			if inFlight == 0 || used[i] < inFlight {
+				used[i]++
+				found = true
+				break
+			}
+		}
+		if found {
+			explained++
+			continue
+		}
+		why := "no fault's window overlaps its previous delivery"
+		if overlaps {
+			why = fmt.Sprintf("every fault overlapping it already explains %d repeats, as many as deliveries were in flight", inFlight)
+		}
+		unexplained = append(unexplained, Duplicate{ID: r.rc.ID, PrevHandStart: r.prev.HandStart, PrevReceivedAt: r.prev.At,
+			ReceivedAt: r.rc.At, Why: why})
+	}
 	slices.SortFunc(unexplained, func(a, b Duplicate) int { return a.ReceivedAt.Compare(b.ReceivedAt) })
-	return duplicated, extra, explained, unexplained
+	return duplicated, extra, explained, afterCommit, unexplained
 }
 
 // Counts are the states of a module's outbox rows.

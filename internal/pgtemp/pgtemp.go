@@ -192,11 +192,15 @@ func serverArgs(opts *Options) []string {
 		"fsync":                   "off",
 		"synchronous_commit":      "off",
 		"full_page_writes":        "off",
+		// For the fault suite's ledger, which tells a repeat before a
+		// claim's commit from one after it.
+		"track_commit_timestamp": "on",
 	}
 	if opts.Durable {
 		delete(settings, "fsync")
 		delete(settings, "synchronous_commit")
 		delete(settings, "full_page_writes")
+		delete(settings, "track_commit_timestamp")
 	}
 	for k, v := range opts.Settings {
 		settings[k] = v
