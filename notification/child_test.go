@@ -21,6 +21,10 @@ import (
 	"github.com/tidings-go/tidings/relay"
 )
 
+// childLease is the child relay's lease: short, so that the crash test
+// lets it run out for real.
+const childLease = 3 * time.Second
+
 // The crash test runs a dispatcher in a child process: the test binary run
 // again with these variables set.
 const (
@@ -51,10 +55,10 @@ func runChild() bool {
 		return delivery.Retry(ctx.Err())
 	})
 	d, err := notification.NewDispatcher(db, &notification.Config{Consumer: consumer, Schema: schema,
-		Deliveries: map[string]delivery.Delivery{"mail": accepting}, DeliveryTimeout: time.Minute})
+		Deliveries: map[string]delivery.Delivery{"mail": accepting}})
 	if err == nil {
 		err = relay.Supervise(ctx, db, &relay.Config{Module: module, Schema: schema, ListenDSN: dsn,
-			HandTimeout: 2 * time.Minute, Lease: 4 * time.Minute}, d)
+			HandTimeout: childLease - time.Second, Lease: childLease}, d)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -89,13 +93,14 @@ func TestCrashAfterTheProviderAcceptedDeliversAgainWithTheSameID(t *testing.T) {
 	_ = child.Wait()
 	require.Equal(t, 0, b.claims(t, id), "the claim died with its transaction")
 
-	// Let the dead relay's lease run out, as time would, and run another.
-	_, err = b.db.ExecContext(t.Context(), `UPDATE "`+b.schema+`".outbox SET available_at = now() WHERE id = $1`, id)
-	require.NoError(t, err)
+	// Another relay takes the request once the dead relay's lease has run
+	// out, and not before.
+	killed := time.Now()
 	b.run(t, b.dispatcher(t, b.config()))
 	st := b.waitSettled(t, id)
 	require.Equal(t, relay.StateProcessed, st.State)
 	require.Equal(t, 2, st.Hands)
+	require.Greater(t, time.Since(killed), childLease/2, "handed again only after the lease ran out")
 	got := b.mail.Requests()
 	require.Len(t, got, 1)
 	require.Equal(t, accepted, got[0].ID, "the provider sees the same idempotency key")
