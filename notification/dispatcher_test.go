@@ -15,6 +15,7 @@ import (
 
 	"github.com/tidings-go/tidings/delivery"
 	"github.com/tidings-go/tidings/internal/pgtest"
+	"github.com/tidings-go/tidings/internal/testwait"
 	"github.com/tidings-go/tidings/notification"
 	"github.com/tidings-go/tidings/relay"
 	"github.com/tidings-go/tidings/retrypolicy"
@@ -87,21 +88,22 @@ func TestDispatcher(t *testing.T) {
 
 				results := make(chan relay.Result, 2)
 				go func() { results <- d.Handle(t.Context(), rec) }()
-				<-slow.started
+				testwait.Recv(t, slow.started, "the first hand's delivery")
 				go func() { results <- d.Handle(t.Context(), rec) }()
 				b.waitBlockedOnClaim(t)
 				require.Equal(t, 1, slow.callCount(), "the second hand waits on the claim, not in the delivery")
 
 				slow.answer <- first
 				if first.Kind() == delivery.KindDelivered {
-					require.Equal(t, "done", (<-results).String())
-					require.Equal(t, "done", (<-results).String())
+					require.Equal(t, "done", testwait.Recv(t, results, "the first hand's answer").String())
+					require.Equal(t, "done", testwait.Recv(t, results, "the second hand's answer").String())
 					require.Equal(t, 1, slow.callCount())
 				} else {
-					require.Contains(t, (<-results).String(), "retry")
-					<-slow.started // the claim was rolled back: the second hand delivers
+					require.Contains(t, testwait.Recv(t, results, "the first hand's answer").String(), "retry")
+					// The claim was rolled back: the second hand delivers.
+					testwait.Recv(t, slow.started, "the second hand's delivery")
 					slow.answer <- delivery.Delivered()
-					require.Equal(t, "done", (<-results).String())
+					require.Equal(t, "done", testwait.Recv(t, results, "the second hand's answer").String())
 					require.Equal(t, 2, slow.callCount())
 				}
 				require.Equal(t, 1, b.claims(t, id))
@@ -233,7 +235,7 @@ func TestDispatcher(t *testing.T) {
 		first, err := b.ob.Stage(ctx, b.db, must(mailTo("a@example.com").Message(module)))
 		require.NoError(t, err)
 
-		second := <-followUp
+		second := testwait.Recv(t, followUp, "the follow-up staged by the delivery")
 		got, err := b.sms.Wait(waitCtx(t), 1)
 		require.NoError(t, err)
 		require.Equal(t, second, got[0].ID)

@@ -30,6 +30,7 @@ import (
 	"github.com/tidings-go/tidings/delivery"
 	"github.com/tidings-go/tidings/internal/pgtest"
 	"github.com/tidings-go/tidings/internal/tcpproxy"
+	"github.com/tidings-go/tidings/internal/testwait"
 	"github.com/tidings-go/tidings/notification"
 	"github.com/tidings-go/tidings/relay"
 	"github.com/tidings-go/tidings/retrypolicy"
@@ -63,7 +64,7 @@ func TestFaultConnectionCutAtCommitIsUnsureNeverDead(t *testing.T) {
 			b.run(t, b.dispatcherOn(t, pool, b.config()))
 
 			id := b.stage(t, mailTo("a@example.com"))[0]
-			faultWait(t, cut, "the COMMIT was never cut")
+			testwait.Recv(t, cut, "the cut of the COMMIT")
 			st := b.waitSettled(t, id)
 			require.Equal(t, relay.StateProcessed, st.State, "%+v", st)
 			require.Equal(t, 1, b.claims(t, id))
@@ -105,7 +106,7 @@ func TestFaultProviderSlowerThanTheLease(t *testing.T) {
 			rcfg.Concurrency = 1 // its one slot is busy: it cannot take the record again
 			id := b.stage(t, mailTo("a@example.com"))[0]
 			b.runWith(t, rcfg, b.dispatcher(t, cfg))
-			faultRecv(t, slow.started)
+			testwait.Recv(t, slow.started, "the first relay's delivery")
 
 			// The first relay's lease runs out while it waits on the provider.
 			_, err := b.db.ExecContext(t.Context(), `UPDATE "`+b.schema+`".outbox SET available_at = now() WHERE id = $1`, id)
@@ -113,13 +114,13 @@ func TestFaultProviderSlowerThanTheLease(t *testing.T) {
 			b.runWith(t, rcfg, b.dispatcher(t, cfg)) // a second relay, same consumer
 			b.waitBlockedOnClaim(t)
 			require.Equal(t, 2, b.status(t, id).Hands, "the second relay holds the record")
-			time.Sleep(100 * time.Millisecond)
+			// It waits on the claim, which comes before the provider call.
 			require.Equal(t, 1, slow.callCount(), "no second provider call while the first transaction is open")
 
 			slow.answer <- first
 			if first.Kind() == delivery.KindRetry {
 				// The first claim rolled back: the second relay delivers.
-				p := faultRecv(t, slow.started)
+				p := testwait.Recv(t, slow.started, "the second relay's delivery")
 				require.Equal(t, id, p.ID)
 				slow.answer <- delivery.Delivered()
 			}
@@ -170,9 +171,9 @@ func TestFaultProviderSlowerThanTheLease(t *testing.T) {
 		supervise(t, pool, rcfg, b.dispatcherOn(t, pool, cfg))
 		t.Cleanup(func() { answer[1](); answer[2]() }) // runs before the relay stops
 
-		require.Equal(t, 1, faultRecv(t, started))
+		require.Equal(t, 1, testwait.Recv(t, started, "the first hand"))
 		start := time.Now()
-		require.Equal(t, 2, faultRecv(t, started), "handed again after the lease")
+		require.Equal(t, 2, testwait.Recv(t, started, "the hand after the lease"), "handed again after the lease")
 		require.GreaterOrEqual(t, time.Since(start), time.Second, "not before the lease ran out")
 		// Only the second hand's transaction is open: the first one's ended
 		// with its hand.
@@ -487,7 +488,7 @@ func TestFaultTimesComeFromTheDatabaseClock(t *testing.T) {
 	id := ids[0]
 
 	// The lease: the claim's now() plus Lease, on the database clock.
-	s := faultRecv(t, firstHand)
+	s := testwait.Recv(t, firstHand, "the first hand")
 	left := s.leaseLeft.Sub(s.dbBefore)
 	require.LessOrEqual(t, left, rcfg.Lease)
 	require.Greater(t, left, rcfg.Lease-3*time.Second)
@@ -564,26 +565,6 @@ func faultWithSetting(t *testing.T, dsn, name, value string) string {
 	u, err := url.Parse(dsn)
 	require.NoError(t, err)
 	return faultWithParam(t, dsn, "options", strings.TrimSpace(u.Query().Get("options")+" -c "+name+"="+value))
-}
-
-func faultRecv[T any](t *testing.T, ch <-chan T) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(15 * time.Second):
-		t.Fatal("nothing received within 15 s")
-		panic("unreachable")
-	}
-}
-
-func faultWait(t *testing.T, ch <-chan struct{}, msg string) {
-	t.Helper()
-	select {
-	case <-ch:
-	case <-time.After(15 * time.Second):
-		t.Fatal(msg)
-	}
 }
 
 func faultCount(t *testing.T, b testBundle, table, where string) int {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tidings-go/tidings/delivery"
 	"github.com/tidings-go/tidings/internal/pgtest"
+	"github.com/tidings-go/tidings/internal/testwait"
 	"github.com/tidings-go/tidings/notification"
 	"github.com/tidings-go/tidings/relay"
 )
@@ -149,12 +150,12 @@ func TestGroupCommit(t *testing.T) {
 		rec := b.records(t, mailTo("a@example.com"))[0]
 		results := make(chan relay.Result, 2)
 		go func() { results <- d.Handle(t.Context(), rec) }()
-		<-slow.started
+		testwait.Recv(t, slow.started, "the first hand's delivery")
 		go func() { results <- d.Handle(t.Context(), rec) }()
 		b.waitBlockedOnClaim(t)
 		slow.answer <- delivery.Delivered()
-		require.Equal(t, "done", (<-results).String())
-		require.Equal(t, "done", (<-results).String())
+		require.Equal(t, "done", testwait.Recv(t, results, "the first hand's answer").String())
+		require.Equal(t, "done", testwait.Recv(t, results, "the second hand's answer").String())
 		require.Equal(t, 1, slow.callCount())
 		require.Equal(t, 1, b.claims(t, rec.ID))
 	})

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tidings-go/tidings/delivery"
+	"github.com/tidings-go/tidings/internal/testwait"
 	"github.com/tidings-go/tidings/relay"
 )
 
@@ -112,7 +113,7 @@ func TestStatusScheduleAndCancel(t *testing.T) {
 				cfg.Deliveries = map[string]delivery.Delivery{"mail": slow}
 				b.run(t, b.dispatcher(t, cfg))
 				id := b.stage(t, mailTo("a@example.com"))[0]
-				<-slow.started
+				testwait.Recv(t, slow.started, "the delivery")
 
 				// Cancelled from another process's dispatcher.
 				other := b.dispatcher(t, cfg)
@@ -126,7 +127,7 @@ func TestStatusScheduleAndCancel(t *testing.T) {
 				}()
 				b.waitBlockedOnClaim(t)
 				slow.answer <- answer
-				st := <-cancelled
+				st := testwait.Recv(t, cancelled, "Cancel's answer")
 				if answer.Kind() == delivery.KindDelivered {
 					require.Equal(t, relay.StateProcessed, st.State, "too late: Cancel answers what the delivery decided")
 					require.Equal(t, relay.StateProcessed, b.status(t, id).State)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/tidings-go/tidings/internal/pgtest"
 	"github.com/tidings-go/tidings/internal/tcpproxy"
+	"github.com/tidings-go/tidings/internal/testwait"
 	"github.com/tidings-go/tidings/relay"
 )
 
@@ -224,7 +225,8 @@ func TestSupervise(t *testing.T) {
 		parent, err := b.ob.Stage(ctx, b.db, relay.Message{Module: module, Kind: "parent", Payload: payload(1)})
 		require.NoError(t, err)
 
-		first, second := <-got, <-got
+		first := testwait.Recv(t, got, "the parent's hand")
+		second := testwait.Recv(t, got, "the child's hand")
 		require.Equal(t, seen{"booking-7", parent.String()}, first)
 		var childID uuid.UUID
 		for _, rec := range sink.records() {
@@ -267,8 +269,8 @@ func TestSupervise(t *testing.T) {
 		cfg.BatchSize = 2
 		b.stage(t, 5)
 		stop := supervise(t, b.db, cfg, sink)
-		<-started
-		<-started
+		testwait.Recv(t, started, "the first hand")
+		testwait.Recv(t, started, "the second hand")
 		stopped := make(chan struct{})
 		go func() { stop(); close(stopped) }()
 		select {
@@ -277,7 +279,7 @@ func TestSupervise(t *testing.T) {
 		case <-time.After(200 * time.Millisecond):
 		}
 		close(release)
-		<-stopped
+		testwait.Recv(t, stopped, "Supervise to return once its hands finished")
 		require.Equal(t, 2, b.count(t, "processed_at IS NOT NULL"))
 		require.Equal(t, 3, b.count(t, "processed_at IS NULL AND hands = 0 AND available_at <= now()"), "never claimed, still due")
 	})
@@ -297,7 +299,7 @@ func TestSupervise(t *testing.T) {
 		cfg.Lease = 2 * time.Minute
 		b.stage(t, 1)
 		stop := supervise(t, b.db, cfg, sink)
-		<-started
+		testwait.Recv(t, started, "the hand")
 		stop()
 		require.Equal(t, 1, b.count(t, "processed_at IS NULL AND failed_at IS NULL AND attempts = 1 AND last_error = 'context canceled' AND available_at <= now()"))
 	})
@@ -362,7 +364,7 @@ func TestSettleIsFencedByTheHand(t *testing.T) {
 	cfg := b.config(t)
 	cfg.Concurrency = 1 // its one slot stays busy: it cannot claim the record again
 	stopSlow := supervise(t, b.db, cfg, slow)
-	<-firstHand
+	testwait.Recv(t, firstHand, "the first hand")
 
 	// The first relay's lease runs out (as if it stalled); a second relay
 	// hands the record again and settles it.

@@ -77,6 +77,7 @@ type Proxy struct {
 	traps  []*trap
 	refuse bool // close new connections at once
 	closed bool
+	held   atomic.Int64 // writes waiting on a stall
 	total  int
 }
 
@@ -141,6 +142,10 @@ func (p *Proxy) Cut() int {
 	}
 	return len(p.links)
 }
+
+// Held reports how many writes wait on a stall: bytes the proxy holds
+// back, so what they carry has not reached the other side.
+func (p *Proxy) Held() int { return int(p.held.Load()) }
 
 // Refuse closes every open connection and every new one at once (on), as
 // a server that went away would, or forwards them again (off).
@@ -242,9 +247,12 @@ func (p *Proxy) wait(l *link) bool {
 				return true
 			}
 		}
+		p.held.Add(1)
 		select {
 		case <-ch:
+			p.held.Add(-1)
 		case <-l.done:
+			p.held.Add(-1)
 			return false
 		}
 	}
