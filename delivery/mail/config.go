@@ -20,19 +20,22 @@ import (
 const TimeoutDefault = 30 * time.Second
 
 // TLSMode says whether and how the connection to the server is encrypted.
-// The zero value is [TLSOpportunistic].
+// The zero value is [TLSDefault].
 type TLSMode int
 
 const (
-	// TLSOpportunistic, the zero value and default, upgrades the
-	// connection with STARTTLS when the server offers it and sends in the
-	// clear when it does not. Credentials are never sent in the clear to a
-	// server that is not on a loopback address: without STARTTLS such a
-	// send is a [delivery.Retry] with [ErrCleartextAuth].
-	TLSOpportunistic TLSMode = iota
+	// TLSDefault, the zero value and default, is [TLSRequired] for a
+	// server that is not on a loopback address and [TLSNone] for one that
+	// is: traffic to this machine never leaves it, and a relay or a test
+	// server on it seldom has a certificate. The address is the one
+	// dialled, not the name in Config.Addr. Set TLSRequired for a server
+	// on this machine that wants STARTTLS.
+	TLSDefault TLSMode = iota
 	// TLSRequired upgrades the connection with STARTTLS, and answers
 	// [delivery.Retry] with [ErrNoStartTLS] when the server does not offer
-	// it. Use it for a provider's submission port (587).
+	// it: a server can be fixed, and a man in the middle can strip the
+	// offer. Use it, or the default, for a provider's submission port
+	// (587).
 	TLSRequired
 	// TLSImplicit speaks TLS from the first byte (SMTPS, usually port 465).
 	TLSImplicit
@@ -42,12 +45,12 @@ const (
 	TLSNone
 )
 
-// String returns "opportunistic", "required", "implicit", "none", or
+// String returns "default", "required", "implicit", "none", or
 // "TLSMode(n)" for a value outside those.
 func (m TLSMode) String() string {
 	switch m {
-	case TLSOpportunistic:
-		return "opportunistic"
+	case TLSDefault:
+		return "default"
 	case TLSRequired:
 		return "required"
 	case TLSImplicit:
@@ -101,7 +104,8 @@ type Config struct {
 	Password string
 
 	// TLS says whether and how the connection is encrypted. The zero value
-	// is TLSOpportunistic: STARTTLS when the server offers it.
+	// is TLSDefault: STARTTLS is required unless the server is on a
+	// loopback address.
 	TLS TLSMode
 
 	// TLSConfig configures the TLS client for STARTTLS and TLSImplicit.
@@ -205,7 +209,7 @@ func (cfg *Config) validate() (*settings, error) {
 	}
 
 	switch cfg.TLS {
-	case TLSOpportunistic, TLSRequired, TLSImplicit:
+	case TLSDefault, TLSRequired, TLSImplicit:
 		if cfg.TLSConfig != nil {
 			s.tlsConfig = cfg.TLSConfig.Clone()
 		} else {

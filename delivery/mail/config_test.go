@@ -34,16 +34,16 @@ func TestNew(t *testing.T) {
 			"CredentialsRemoteTLS": func(c *mail.Config) {
 				c.Addr, c.TLS, c.Username, c.Password = "smtp.example.com:587", mail.TLSRequired, "u", "p"
 			},
-			"Implicit":               func(c *mail.Config) { c.Addr, c.TLS = "smtp.example.com:465", mail.TLSImplicit },
-			"ServiceName":            func(c *mail.Config) { c.Addr = "smtp.example.com:submission" },
-			"Hostname":               func(c *mail.Config) { c.Hostname = "mailer-1.example.com" },
-			"HostnameLiteral":        func(c *mail.Config) { c.Hostname = "[192.0.2.1]" },
-			"IdempotencyHeader":      func(c *mail.Config) { c.IdempotencyHeader = "Resend-Idempotency-Key" },
-			"Timeout":                func(c *mail.Config) { c.Timeout = time.Second },
-			"AddressOnlyFrom":        func(c *mail.Config) { c.From = "no-reply@example.com" },
-			"TextOnlyTemplate":       func(c *mail.Config) { c.Templates["t"] = mail.Template{Subject: "s", Text: "t"} },
-			"HTMLOnlyTemplate":       func(c *mail.Config) { c.Templates["h"] = mail.Template{Subject: "s", HTML: "<p>h</p>"} },
-			"TLSConfigOpportunistic": func(c *mail.Config) { c.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS13} },
+			"Implicit":          func(c *mail.Config) { c.Addr, c.TLS = "smtp.example.com:465", mail.TLSImplicit },
+			"ServiceName":       func(c *mail.Config) { c.Addr = "smtp.example.com:submission" },
+			"Hostname":          func(c *mail.Config) { c.Hostname = "mailer-1.example.com" },
+			"HostnameLiteral":   func(c *mail.Config) { c.Hostname = "[192.0.2.1]" },
+			"IdempotencyHeader": func(c *mail.Config) { c.IdempotencyHeader = "Resend-Idempotency-Key" },
+			"Timeout":           func(c *mail.Config) { c.Timeout = time.Second },
+			"AddressOnlyFrom":   func(c *mail.Config) { c.From = "no-reply@example.com" },
+			"TextOnlyTemplate":  func(c *mail.Config) { c.Templates["t"] = mail.Template{Subject: "s", Text: "t"} },
+			"HTMLOnlyTemplate":  func(c *mail.Config) { c.Templates["h"] = mail.Template{Subject: "s", HTML: "<p>h</p>"} },
+			"TLSConfigDefault":  func(c *mail.Config) { c.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS13} },
 		} {
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
@@ -188,11 +188,11 @@ func TestNew(t *testing.T) {
 func TestTLSModeString(t *testing.T) {
 	t.Parallel()
 	for mode, want := range map[mail.TLSMode]string{
-		mail.TLSOpportunistic: "opportunistic",
-		mail.TLSRequired:      "required",
-		mail.TLSImplicit:      "implicit",
-		mail.TLSNone:          "none",
-		mail.TLSMode(-1):      "TLSMode(-1)",
+		mail.TLSDefault:  "default",
+		mail.TLSRequired: "required",
+		mail.TLSImplicit: "implicit",
+		mail.TLSNone:     "none",
+		mail.TLSMode(-1): "TLSMode(-1)",
 	} {
 		t.Run(want, func(t *testing.T) {
 			t.Parallel()

@@ -510,7 +510,8 @@ func TestDeliverAuth(t *testing.T) {
 	})
 
 	// Credentials never cross a connection that is neither TLS nor
-	// loopback: the server offers AUTH, but no STARTTLS.
+	// loopback: the server offers AUTH, but no STARTTLS, which the default
+	// requires of a server that is not on loopback.
 	t.Run("NotInTheClearToARemoteServer", func(t *testing.T) {
 		t.Parallel()
 		ip := nonLoopbackIP(t)
@@ -519,7 +520,8 @@ func TestDeliverAuth(t *testing.T) {
 
 		outcome := b.mailer.Deliver(t.Context(), newPending("welcome", welcomeData()))
 		require.Equal(t, delivery.KindRetry, outcome.Kind(), "%v", outcome)
-		require.ErrorIs(t, outcome.Reason(), mail.ErrCleartextAuth)
+		require.ErrorIs(t, outcome.Reason(), mail.ErrNoStartTLS)
+		require.Empty(t, b.srv.authAttempts())
 		require.Empty(t, b.srv.received())
 	})
 
@@ -559,32 +561,35 @@ func nonLoopbackIP(t *testing.T) string {
 func TestDeliverTLS(t *testing.T) {
 	t.Parallel()
 
-	trusting := func(cfg *mail.Config) {
-		cfg.TLSConfig = &tls.Config{RootCAs: testCertificate().pool}
-	}
-
 	tests := []struct {
-		name    string
-		opts    serverOptions
-		mode    mail.TLSMode
-		trusted bool
-		tls     bool  // the message arrived over TLS
-		target  error // the Retry's reason when not delivered
+		name   string
+		opts   serverOptions
+		remote bool // the server listens on an address that is not loopback
+		mode   mail.TLSMode
+		tls    bool  // the message arrived over TLS
+		target error // the Retry's reason when not delivered
 	}{
-		{name: "OpportunisticWhenOffered", opts: serverOptions{startTLS: true}, mode: mail.TLSOpportunistic, trusted: true, tls: true},
-		{name: "OpportunisticWhenNotOffered", opts: serverOptions{}, mode: mail.TLSOpportunistic, trusted: true},
-		{name: "RequiredWhenOffered", opts: serverOptions{startTLS: true}, mode: mail.TLSRequired, trusted: true, tls: true},
-		{name: "RequiredWhenNotOffered", opts: serverOptions{}, mode: mail.TLSRequired, trusted: true, target: mail.ErrNoStartTLS},
+		{name: "DefaultToARemoteServer", opts: serverOptions{startTLS: true}, remote: true, tls: true},
+		{name: "DefaultToARemoteServerWithoutSTARTTLS", opts: serverOptions{}, remote: true, target: mail.ErrNoStartTLS},
+		{name: "DefaultOnLoopback", opts: serverOptions{}},
+		{name: "DefaultOnLoopbackWhenOffered", opts: serverOptions{startTLS: true}},
+		{name: "RequiredWhenOffered", opts: serverOptions{startTLS: true}, mode: mail.TLSRequired, tls: true},
+		{name: "RequiredWhenNotOffered", opts: serverOptions{}, mode: mail.TLSRequired, target: mail.ErrNoStartTLS},
+		{name: "RequiredToARemoteServerWhenNotOffered", opts: serverOptions{}, remote: true, mode: mail.TLSRequired, target: mail.ErrNoStartTLS},
 		{name: "NoneWhenOffered", opts: serverOptions{startTLS: true}, mode: mail.TLSNone},
-		{name: "Implicit", opts: serverOptions{implicitTLS: true}, mode: mail.TLSImplicit, trusted: true, tls: true},
+		{name: "Implicit", opts: serverOptions{implicitTLS: true}, mode: mail.TLSImplicit, tls: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			b := setup(t, tt.opts, func(cfg *mail.Config) {
+			opts := tt.opts
+			if tt.remote {
+				opts.listen = net.JoinHostPort(nonLoopbackIP(t), "0")
+			}
+			b := setup(t, opts, func(cfg *mail.Config) {
 				cfg.TLS = tt.mode
-				if tt.trusted {
-					trusting(cfg)
+				if tt.mode != mail.TLSNone {
+					cfg.TLSConfig = &tls.Config{RootCAs: testCertificate().pool, ServerName: "localhost"}
 				}
 			})
 
@@ -604,7 +609,9 @@ func TestDeliverTLS(t *testing.T) {
 
 	t.Run("UntrustedCertificate", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, serverOptions{startTLS: true})
+		b := setup(t, serverOptions{startTLS: true}, func(cfg *mail.Config) {
+			cfg.TLS = mail.TLSRequired
+		})
 
 		outcome := b.mailer.Deliver(t.Context(), newPending("welcome", welcomeData()))
 		require.Equal(t, delivery.KindRetry, outcome.Kind(), "%v", outcome)

@@ -72,6 +72,7 @@ type testServer struct {
 
 	mu         sync.Mutex
 	messages   []received
+	auths      []string // the mechanism of every AUTH command, in order
 	failPhase  string
 	failErr    *smtp.SMTPError
 	stallPhase string
@@ -174,6 +175,13 @@ func (s *testServer) received() []received {
 	return slices.Clone(s.messages)
 }
 
+// authAttempts returns the mechanism of every AUTH command so far.
+func (s *testServer) authAttempts() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.auths)
+}
+
 // accepted returns the messages the server answered 250 to.
 func (s *testServer) accepted() []received {
 	var out []received
@@ -227,6 +235,9 @@ func (s *session) AuthMechanisms() []string {
 }
 
 func (s *session) Auth(mech string) (sasl.Server, error) {
+	s.srv.mu.Lock()
+	s.srv.auths = append(s.srv.auths, mech)
+	s.srv.mu.Unlock()
 	if mech != sasl.Plain || s.srv.opts.username == "" {
 		return nil, smtp.ErrAuthUnknownMechanism
 	}

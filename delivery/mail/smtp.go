@@ -59,13 +59,12 @@ func (s *settings) send(ctx context.Context, rcpt string, msg []byte) (string, e
 		return "", failure(ctx, "EHLO", err)
 	}
 
-	if s.tlsMode == TLSOpportunistic || s.tlsMode == TLSRequired {
-		if ok, _ := c.Extension("STARTTLS"); ok {
-			if err := c.StartTLS(s.tlsConfig); err != nil {
-				return "", failure(ctx, "STARTTLS", err)
-			}
-		} else if s.tlsMode == TLSRequired {
+	if s.tlsMode == TLSRequired || s.tlsMode == TLSDefault && !loopback {
+		if ok, _ := c.Extension("STARTTLS"); !ok {
 			return "", ErrNoStartTLS
+		}
+		if err := c.StartTLS(s.tlsConfig); err != nil {
+			return "", failure(ctx, "STARTTLS", err)
 		}
 	}
 
