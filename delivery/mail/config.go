@@ -98,8 +98,7 @@ type Config struct {
 
 	// Username and Password are the credentials for AUTH PLAIN. Both
 	// empty (the default) means no AUTH; setting one requires the other.
-	// They are sent only over TLS or to a loopback address, as
-	// [net/smtp.PlainAuth] does.
+	// They are sent only over TLS or to a loopback address.
 	Username string
 	Password string
 

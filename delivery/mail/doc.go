@@ -68,6 +68,7 @@
 // requests: each Deliver dials its own, so the dispatcher's concurrency
 // bounds the connections to the server.
 //
-// mail imports only [delivery], its internal helpers and the standard
-// library.
+// mail imports only [delivery], its internal helpers, the standard
+// library, and github.com/emersion/go-smtp and github.com/emersion/go-sasl
+// for the SMTP client and its authentication.
 package mail

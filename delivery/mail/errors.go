@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"net/textproto"
-	"os"
-	"regexp"
 	"strconv"
+
+	"github.com/emersion/go-smtp"
 
 	"github.com/tidings-go/tidings/delivery/internal/neterr"
 	"github.com/tidings-go/tidings/delivery/internal/render"
@@ -131,16 +131,14 @@ func (e *ReplyError) Permanent() bool {
 	return e.Code/100 == 5
 }
 
-// enhancedCodePattern matches an enhanced status code at the start of a
-// reply's text.
-var enhancedCodePattern = regexp.MustCompile(`^([245]\.\d{1,3}\.\d{1,3})(?:\s|$)`)
-
 // newReplyError keeps the codes of a server's reply to command and drops
 // its text.
-func newReplyError(command string, e *textproto.Error) *ReplyError {
+func newReplyError(command string, e *smtp.SMTPError) *ReplyError {
 	r := &ReplyError{Command: command, Code: e.Code}
-	if m := enhancedCodePattern.FindStringSubmatch(e.Msg); m != nil {
-		r.EnhancedCode = m[1]
+	// The client reads an enhanced code at the start of any reply; only
+	// one of RFC 3463's classes is one.
+	if c := e.EnhancedCode; (c[0] == 2 || c[0] == 4 || c[0] == 5) && 0 <= c[1] && c[1] <= 999 && 0 <= c[2] && c[2] <= 999 {
+		r.EnhancedCode = strconv.Itoa(c[0]) + "." + strconv.Itoa(c[1]) + "." + strconv.Itoa(c[2])
 	}
 	return r
 }
@@ -160,13 +158,8 @@ func (e *reasonError) Unwrap() error { return e.err }
 // *ReplyError for a server's answer, the context's cause when ctx ended,
 // and otherwise a description of the network failure without addresses.
 func failure(ctx context.Context, step string, err error) error {
-	if te, ok := errors.AsType[*textproto.Error](err); ok {
-		return newReplyError(step, te)
-	}
-	if _, ok := ctx.Deadline(); ok && errors.Is(err, os.ErrDeadlineExceeded) {
-		// Every deadline of the connection is the context's: it ends
-		// within moments, and its cause says more than "i/o timeout".
-		<-ctx.Done()
+	if se, ok := errors.AsType[*smtp.SMTPError](err); ok {
+		return newReplyError(step, se)
 	}
 	if ctx.Err() != nil {
 		cause := context.Cause(ctx)
@@ -179,11 +172,16 @@ func failure(ctx context.Context, step string, err error) error {
 		}
 		return &reasonError{msg: "mail: " + step + ": " + what, err: cause}
 	}
-	var tperr textproto.ProtocolError
-	if errors.As(err, &tperr) {
+	if isMalformed(err) {
 		return &reasonError{msg: "mail: " + step + ": malformed reply from the server", err: err}
 	}
 	return &reasonError{msg: "mail: " + step + ": " + neterr.Describe(err, "server", "exchange"), err: err}
+}
+
+// isMalformed reports whether err says the server's reply did not parse.
+func isMalformed(err error) bool {
+	_, ok := errors.AsType[textproto.ProtocolError](err)
+	return ok || errors.Is(err, smtp.ErrTooLongLine)
 }
 
 // timeoutError is the cause of a context that Config.Timeout ended.

@@ -1,14 +1,16 @@
 package mail
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
+	"io"
 	"net"
-	"net/smtp"
-	"slices"
-	"strings"
 	"time"
+
+	"github.com/emersion/go-sasl"
+	"github.com/emersion/go-smtp"
 )
 
 // quitTimeout bounds the QUIT that follows an accepted message.
@@ -19,128 +21,190 @@ const quitTimeout = 2 * time.Second
 // reason (see failure): a *ReplyError when the server answered with a
 // failure.
 //
-// The exchange is bounded by ctx and s.timeout: the connection's deadline
-// is the earlier of the two, and the connection is closed as soon as ctx
-// ends, which unblocks any read or write.
+// The exchange is bounded by ctx and s.timeout: the connection is closed
+// as soon as the earlier of the two ends, which unblocks any read or
+// write.
 func (s *settings) send(ctx context.Context, rcpt string, msg []byte) (string, error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, s.timeout, &timeoutError{timeout: s.timeout.String()})
 	defer cancel()
 
-	var dialer net.Dialer
-	conn, err := dialer.DialContext(ctx, "tcp", s.addr)
+	sess, err := s.open(ctx)
 	if err != nil {
-		return "", failure(ctx, "connect", err)
+		return "", err
 	}
-	defer func() { _ = conn.Close() }()
-	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
-	defer stop()
-	if deadline, ok := ctx.Deadline(); ok {
-		if err := conn.SetDeadline(deadline); err != nil {
-			return "", failure(ctx, "connect", err)
-		}
-	}
-	loopback := isLoopbackAddr(conn.RemoteAddr())
-
-	var nc net.Conn = conn
-	if s.tlsMode == TLSImplicit {
-		tc := tls.Client(conn, s.tlsConfig)
-		if err := tc.HandshakeContext(ctx); err != nil {
-			return "", failure(ctx, "TLS handshake", err)
-		}
-		nc = tc
-	}
-
-	c, err := smtp.NewClient(nc, s.host)
+	defer sess.close()
+	reply, err := sess.transact(ctx, s.from.Address, rcpt, msg)
 	if err != nil {
-		return "", failure(ctx, "greeting", err)
+		return "", err
 	}
-	defer func() { _ = c.Close() }()
-	if err := c.Hello(s.hostname); err != nil {
-		return "", failure(ctx, "EHLO", err)
-	}
-
-	if s.tlsMode == TLSRequired || s.tlsMode == TLSDefault && !loopback {
-		if ok, _ := c.Extension("STARTTLS"); !ok {
-			return "", ErrNoStartTLS
-		}
-		if err := c.StartTLS(s.tlsConfig); err != nil {
-			return "", failure(ctx, "STARTTLS", err)
-		}
-	}
-
-	if s.username != "" {
-		if _, isTLS := c.TLSConnectionState(); !isTLS && !loopback {
-			return "", ErrCleartextAuth
-		}
-		ok, mechs := c.Extension("AUTH")
-		if !ok || !slices.ContainsFunc(strings.Fields(mechs), func(m string) bool { return strings.EqualFold(m, "PLAIN") }) {
-			return "", ErrNoAuthPlain
-		}
-		if err := c.Auth(plainAuth{username: s.username, password: s.password}); err != nil {
-			return "", failure(ctx, "AUTH", err)
-		}
-	}
-
-	if err := c.Mail(s.from.Address); err != nil {
-		return "", failure(ctx, "MAIL FROM", err)
-	}
-	if err := c.Rcpt(rcpt); err != nil {
-		return "", failure(ctx, "RCPT TO", err)
-	}
-	reply, err := data(c, msg)
-	if err != nil {
-		return "", failure(ctx, "DATA", err)
-	}
-	// The server has the message: a failed QUIT changes nothing, and a
-	// slow one must not hold the request (and its transaction) until the
-	// deadline.
-	if deadline, ok := ctx.Deadline(); !ok || time.Until(deadline) > quitTimeout {
-		_ = conn.SetDeadline(time.Now().Add(quitTimeout))
-	}
-	_ = c.Quit()
+	sess.quit()
 	return reply, nil
 }
 
-// data sends DATA, then msg, and returns the text of the server's final
-// reply, which [smtp.Client.Data] drops.
-func data(c *smtp.Client, msg []byte) (string, error) {
-	id, err := c.Text.Cmd("DATA")
+// session is one connection to the server: greeted, encrypted as the
+// Config says, and authenticated when it has credentials.
+type session struct {
+	raw    net.Conn // the TCP connection, under any TLS
+	conn   *conn    // what the client speaks on
+	client *smtp.Client
+	tls    bool        // whether the client speaks TLS
+	stop   func() bool // stops closing raw when the context ends
+}
+
+// open dials the server and readies a session for ctx: the session's
+// connection is closed when ctx ends.
+func (s *settings) open(ctx context.Context) (*session, error) {
+	var dialer net.Dialer
+	raw, err := dialer.DialContext(ctx, "tcp", s.addr)
 	if err != nil {
-		return "", err
+		return nil, failure(ctx, "connect", err)
 	}
-	c.Text.StartResponse(id)
-	_, _, err = c.Text.ReadResponse(354)
-	c.Text.EndResponse(id)
+	sess := &session{raw: raw, conn: &conn{Conn: raw, step: "greeting"}}
+	sess.stop = context.AfterFunc(ctx, func() { _ = raw.Close() })
+	if err := s.hello(ctx, sess); err != nil {
+		sess.close()
+		return nil, err
+	}
+	if err := s.auth(ctx, sess); err != nil {
+		sess.close()
+		return nil, err
+	}
+	return sess, nil
+}
+
+// hello greets the server, upgrading the connection to TLS as the Config
+// says, and leaves sess with a client that has said EHLO as s.hostname.
+func (s *settings) hello(ctx context.Context, sess *session) error {
+	loopback := isLoopbackAddr(sess.raw.RemoteAddr())
+	switch {
+	case s.tlsMode == TLSImplicit:
+		tc := tls.Client(sess.raw, s.tlsConfig)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			return failure(ctx, "TLS handshake", err)
+		}
+		sess.conn.Conn = tc
+		sess.client = smtp.NewClient(sess.conn)
+	case s.tlsMode == TLSRequired || s.tlsMode == TLSDefault && !loopback:
+		c, err := smtp.NewClientStartTLS(sess.conn, s.tlsConfig)
+		if err != nil {
+			if sess.conn.step != "STARTTLS" && ctx.Err() == nil && !isReply(err) && !isTransport(err) {
+				// The one error the client makes itself before it
+				// writes STARTTLS: the server's EHLO did not offer it.
+				return ErrNoStartTLS
+			}
+			return failure(ctx, sess.conn.step, err)
+		}
+		sess.client = c
+		// The server forgets what was said in the clear (RFC 3207), and
+		// the client said EHLO as "localhost" there: this EHLO, the
+		// first over TLS, names this client and shakes hands.
+		if err := c.Hello(s.hostname); err != nil {
+			step := "STARTTLS"
+			if isReply(err) {
+				step = "EHLO"
+			}
+			return failure(ctx, step, err)
+		}
+		sess.tls = true
+		return nil
+	default:
+		sess.client = smtp.NewClient(sess.conn)
+	}
+	if err := sess.client.Hello(s.hostname); err != nil {
+		return failure(ctx, sess.conn.step, err)
+	}
+	sess.tls = s.tlsMode == TLSImplicit
+	return nil
+}
+
+// auth authenticates sess when the Config has credentials, which it
+// sends only over TLS or to a loopback address.
+func (s *settings) auth(ctx context.Context, sess *session) error {
+	if s.username == "" {
+		return nil
+	}
+	if !sess.tls && !isLoopbackAddr(sess.raw.RemoteAddr()) {
+		return ErrCleartextAuth
+	}
+	if !sess.client.SupportsAuth(sasl.Plain) {
+		return ErrNoAuthPlain
+	}
+	if err := sess.client.Auth(sasl.NewPlainClient("", s.username, s.password)); err != nil {
+		return failure(ctx, "AUTH", err)
+	}
+	return nil
+}
+
+// transact hands msg to the server, from from to rcpt, and returns the
+// text of the server's reply to the end of DATA.
+func (sess *session) transact(ctx context.Context, from, rcpt string, msg []byte) (string, error) {
+	if err := sess.client.Mail(from, nil); err != nil {
+		return "", failure(ctx, "MAIL FROM", err)
+	}
+	if err := sess.client.Rcpt(rcpt, nil); err != nil {
+		return "", failure(ctx, "RCPT TO", err)
+	}
+	w, err := sess.client.Data()
 	if err != nil {
-		return "", err
+		return "", failure(ctx, "DATA", err)
 	}
-	w := c.Text.DotWriter()
 	if _, err := w.Write(msg); err != nil {
-		return "", err
+		return "", failure(ctx, "DATA", err)
 	}
-	if err := w.Close(); err != nil {
-		return "", err
+	resp, err := w.CloseWithResponse()
+	if err != nil {
+		return "", failure(ctx, "DATA", err)
 	}
-	_, reply, err := c.Text.ReadResponse(250)
-	return reply, err
+	return resp.StatusText, nil
 }
 
-// plainAuth is AUTH PLAIN (RFC 4616). Unlike [smtp.PlainAuth] it does not
-// check the connection itself: send does, on the address it dialled,
-// before it calls [smtp.Client.Auth].
-type plainAuth struct {
-	username, password string
+// quit says QUIT. The server has the message: a failed QUIT changes
+// nothing, and a slow one must not hold the request (and its
+// transaction) until the deadline.
+func (sess *session) quit() {
+	sess.client.CommandTimeout = quitTimeout
+	_ = sess.client.Quit()
 }
 
-func (a plainAuth) Start(*smtp.ServerInfo) (string, []byte, error) {
-	return "PLAIN", []byte("\x00" + a.username + "\x00" + a.password), nil
+// close closes the connection and forgets the context it was bound to.
+func (sess *session) close() {
+	sess.stop()
+	_ = sess.raw.Close()
 }
 
-func (a plainAuth) Next(_ []byte, more bool) ([]byte, error) {
-	if more {
-		return nil, errors.New("mail: unexpected server challenge during AUTH PLAIN")
+// conn is the connection the SMTP client speaks on: the TCP connection,
+// or the TLS one over it for TLSImplicit (for STARTTLS the client puts TLS
+// over conn). It remembers the last command the client wrote in the
+// clear, so that a failure before TLS names the step it belongs to.
+type conn struct {
+	net.Conn
+	step string // "greeting", then "EHLO" or "STARTTLS" once written
+}
+
+// Write writes b, noting EHLO, HELO and STARTTLS. The client writes each
+// command in one call; over TLS conn sees records, which never begin with
+// a command's name.
+func (c *conn) Write(b []byte) (int, error) {
+	switch {
+	case bytes.HasPrefix(b, []byte("EHLO ")), bytes.HasPrefix(b, []byte("HELO ")):
+		c.step = "EHLO"
+	case bytes.HasPrefix(b, []byte("STARTTLS\r\n")):
+		c.step = "STARTTLS"
 	}
-	return nil, nil
+	return c.Conn.Write(b)
+}
+
+// isReply reports whether err is the server's answer.
+func isReply(err error) bool {
+	_, ok := errors.AsType[*smtp.SMTPError](err)
+	return ok
+}
+
+// isTransport reports whether err is a failure to read or write the
+// connection, or to make sense of what was read.
+func isTransport(err error) bool {
+	_, ok := errors.AsType[net.Error](err)
+	return ok || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || isMalformed(err)
 }
 
 // isLoopbackAddr reports whether addr is a loopback TCP address.
