@@ -685,6 +685,8 @@ func TestDeliverContext(t *testing.T) {
 		require.Less(t, time.Since(start), 5*time.Second)
 		require.Equal(t, delivery.KindRetry, outcome.Kind(), "%v", outcome)
 		require.ErrorIs(t, outcome.Reason(), context.DeadlineExceeded)
-		require.EqualError(t, outcome.Reason(), "mail: DATA: timed out after Config.Timeout (200ms)")
+		// The step is DATA, unless a loaded machine took the 200ms before
+		// the exchange got there.
+		require.Regexp(t, `^mail: [A-Za-z ]+: timed out after Config\.Timeout \(200ms\)$`, outcome.Reason().Error())
 	})
 }

@@ -116,17 +116,18 @@ func startServer(t *testing.T, opts serverOptions) *testServer {
 	}()
 	t.Cleanup(func() {
 		close(srv.stall)
-		// Shutdown waits for every connection's goroutine; Close is the
-		// fallback should a client never hang up.
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := s.Shutdown(ctx); err != nil {
-			_ = s.Close()
-		}
-		// Shutdown closes only the listeners Serve registered: Serve may
-		// not have started yet.
+		// Serve returns before Shutdown starts: Serve counts every
+		// connection it accepts in a WaitGroup that Shutdown waits on,
+		// and counting during the wait is a race.
 		_ = lis.Close()
 		<-serveDone
+		// Shutdown waits for every connection's goroutine. Its other
+		// error is closing the listener again.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := s.Shutdown(ctx); errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("a client still had a connection open to the test server 5s after the test")
+		}
 	})
 	return srv
 }
