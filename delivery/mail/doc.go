@@ -29,8 +29,11 @@
 // [Config.TLS] says, AUTH PLAIN when credentials are set, MAIL FROM, RCPT
 // TO, DATA, QUIT. The whole exchange is bounded by the context's deadline
 // and [Config.Timeout]; the connection is closed when the context ends. A
-// 5xx answer is [delivery.Reject], a 4xx answer, a network failure, a
-// timeout or a cancellation is [delivery.Retry]; see [Delivery.Deliver].
+// permanent refusal of the sender, the recipient or the message (5xx, and
+// 5.x.x when the server sends enhanced codes, such as 5.1.1 for an unknown
+// user) is [delivery.Reject]; anything deferred (4xx or 4.x.x), a refusal
+// of the credentials, a network failure, a timeout or a cancellation is
+// [delivery.Retry]; see [Delivery.Deliver].
 //
 // # Duplicates: what the provider can and cannot drop
 //

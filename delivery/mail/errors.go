@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/textproto"
 	"strconv"
+	"strings"
 
 	"github.com/emersion/go-smtp"
 
@@ -72,8 +73,11 @@ func prefixed(err error) error {
 	return err
 }
 
-// ReplyError is the reason of a send the server answered with a failure:
-// Deliver answers Retry for a 4xx code and Reject for a 5xx code.
+// ReplyError is the reason of a send the server answered with a failure.
+// Deliver answers Reject when the reply is [ReplyError.Permanent], such as
+// "550 5.1.1" (no such user) at RCPT TO, and Retry otherwise, such as
+// "451 4.3.0"; and Retry for any refusal of AUTH, whose cause is the
+// Config and not the request.
 //
 // Its text is the command, the code and the enhanced status code, as in
 // "mail: server refused the recipient: 550 5.1.1". It never holds the
@@ -92,10 +96,10 @@ type ReplyError struct {
 // Error says what the server deferred or refused, with the codes.
 func (e *ReplyError) Error() string {
 	verb := "answered"
-	switch e.Code / 100 {
-	case 4:
+	switch {
+	case e.Temporary():
 		verb = "deferred"
-	case 5:
+	case e.Permanent():
 		verb = "refused"
 	}
 	var object string
@@ -121,14 +125,17 @@ func (e *ReplyError) Error() string {
 }
 
 // Temporary reports whether the server said to try again later: a 4xx
-// code.
+// code, or a 4.x.x enhanced code whatever the code. RFC 3463 has the two
+// agree; when they do not, the request is better tried again than lost.
 func (e *ReplyError) Temporary() bool {
-	return e.Code/100 == 4
+	return e.Code/100 == 4 || strings.HasPrefix(e.EnhancedCode, "4.")
 }
 
-// Permanent reports whether the server refused for good: a 5xx code.
+// Permanent reports whether the server refused for good: a 5xx code with
+// a 5.x.x enhanced code or none, such as "550 5.1.1" (no such user) or
+// "554 5.7.1" (refused by policy).
 func (e *ReplyError) Permanent() bool {
-	return e.Code/100 == 5
+	return e.Code/100 == 5 && !e.Temporary()
 }
 
 // newReplyError keeps the codes of a server's reply to command and drops

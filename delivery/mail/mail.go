@@ -46,11 +46,19 @@ func New(cfg *Config) (*Delivery, error) {
 //     message: p.Recipient is not an email address ([ErrInvalidRecipient]),
 //     the template is unknown ([ErrUnknownTemplate]) or needs a value p.Data
 //     does not carry ([*TemplateError]);
-//   - [delivery.Reject] with a [*ReplyError] when the server answered 5xx;
-//   - [delivery.Retry] when it answered 4xx (a [*ReplyError]), when the
-//     connection failed or timed out, when ctx ended, or when the server
-//     lacks what the Config requires ([ErrNoStartTLS], [ErrCleartextAuth],
-//     [ErrNoAuthPlain]).
+//   - [delivery.Reject] with a [*ReplyError] when the server refused the
+//     sender, the recipient or the message for good
+//     ([ReplyError.Permanent]: a 5xx code with a 5.x.x enhanced code or
+//     none, such as "550 5.1.1" for an unknown recipient);
+//   - [delivery.Retry] with a [*ReplyError] when the server deferred
+//     anything (a 4xx code or a 4.x.x enhanced code) or refused the
+//     credentials: a refused AUTH says nothing about the request, and the
+//     request goes out once the credentials are fixed, or with a fresh
+//     token (Postfix's smtp_sasl_auth_soft_bounce defers for the same
+//     reason);
+//   - [delivery.Retry] when the connection failed or timed out, when ctx
+//     ended, or when the server lacks what the Config requires
+//     ([ErrNoStartTLS], [ErrCleartextAuth], [ErrNoAuthPlain]).
 //
 // The exchange ends at ctx's deadline or after Config.Timeout, whichever
 // comes first.
@@ -77,7 +85,7 @@ func (d *Delivery) Deliver(ctx context.Context, p delivery.Pending) delivery.Out
 
 	reply, err := d.s.send(ctx, to.Address, msg)
 	if err != nil {
-		if re, ok := errors.AsType[*ReplyError](err); ok && re.Permanent() {
+		if re, ok := errors.AsType[*ReplyError](err); ok && re.Permanent() && re.Command != "AUTH" {
 			return delivery.Reject(err)
 		}
 		return delivery.Retry(err)

@@ -416,6 +416,20 @@ func TestDeliverServerAnswers(t *testing.T) {
 			name: "NoEnhancedCode", phase: phaseRcpt, code: 550, enhanced: smtp.NoEnhancedCode,
 			kind: delivery.KindReject, reason: "mail: server refused the recipient: 550", command: "RCPT TO",
 		},
+		{
+			name: "NoEnhancedCodeTemporary", phase: phaseRcpt, code: 450, enhanced: smtp.NoEnhancedCode,
+			kind: delivery.KindRetry, reason: "mail: server deferred the recipient: 450", command: "RCPT TO",
+		},
+		// RFC 3463 has the code and the enhanced code agree; when they do
+		// not, the request is tried again rather than lost.
+		{
+			name: "PermanentCodeTemporaryEnhancedCode", phase: phaseRcpt, code: 552, enhanced: smtp.EnhancedCode{4, 2, 2},
+			kind: delivery.KindRetry, reason: "mail: server deferred the recipient: 552 4.2.2", command: "RCPT TO",
+		},
+		{
+			name: "TemporaryCodePermanentEnhancedCode", phase: phaseData, code: 452, enhanced: smtp.EnhancedCode{5, 3, 4},
+			kind: delivery.KindRetry, reason: "mail: server deferred the message: 452 5.3.4", command: "DATA",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -479,12 +493,14 @@ func TestDeliverAuth(t *testing.T) {
 		require.Equal(t, testUsername, got[0].Username)
 	})
 
+	// A refusal of the credentials is no fault of the request: it goes
+	// out once they are fixed.
 	t.Run("WrongPassword", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, serverOptions{username: testUsername, password: testPassword}, withCredentials("not-the-password"))
 
 		outcome := b.mailer.Deliver(t.Context(), newPending("welcome", welcomeData()))
-		require.Equal(t, delivery.KindReject, outcome.Kind(), "%v", outcome)
+		require.Equal(t, delivery.KindRetry, outcome.Kind(), "%v", outcome)
 		require.EqualError(t, outcome.Reason(), "mail: server refused the credentials: 535 5.7.8")
 		requireClean(t, outcome, "not-the-password", testUsername)
 		require.Empty(t, b.srv.received())
