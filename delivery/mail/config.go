@@ -1,6 +1,7 @@
 package mail
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -96,11 +97,29 @@ type Config struct {
 	// or "localhost:25". Required.
 	Addr string
 
-	// Username and Password are the credentials for AUTH PLAIN. Both
-	// empty (the default) means no AUTH; setting one requires the other.
-	// They are sent only over TLS or to a loopback address.
+	// Username and Password are the credentials for AUTH: PLAIN when the
+	// server offers it, else LOGIN. Both empty (the default) means no AUTH,
+	// unless TokenFunc is set; setting one requires the other. They are
+	// sent only over TLS or to a loopback address, and never appear in a
+	// reason.
 	Username string
 	Password string
+
+	// TokenFunc returns an OAuth2 access token for Username, for AUTH
+	// XOAUTH2, the mechanism of Gmail and Microsoft 365. Nil (the
+	// default) means Username and Password; setting it requires Username
+	// (the mailbox, such as "no-reply@example.com") and no Password.
+	//
+	// It is called with Deliver's context each time a connection is
+	// opened, after the server offered XOAUTH2, so it should return a
+	// cached token while that is fresh and a new one before it expires,
+	// as an oauth2.TokenSource does. It must be safe for concurrent use.
+	// An error is a [delivery.Retry] whose reason says that TokenFunc
+	// failed and wraps the error, without its text, which can quote the
+	// token endpoint's answer; log it in TokenFunc to see it. The token
+	// is sent and checked like a password, and never appears in a
+	// reason.
+	TokenFunc func(ctx context.Context) (string, error)
 
 	// TLS says whether and how the connection is encrypted. The zero value
 	// is TLSDefault: STARTTLS is required unless the server is on a
@@ -159,6 +178,7 @@ type settings struct {
 	host       string // of addr
 	username   string
 	password   string
+	tokenFunc  func(context.Context) (string, error)
 	tlsMode    TLSMode
 	tlsConfig  *tls.Config
 	from       *mail.Address
@@ -186,6 +206,7 @@ func (cfg *Config) validate() (*settings, error) {
 		addr:       cfg.Addr,
 		username:   cfg.Username,
 		password:   cfg.Password,
+		tokenFunc:  cfg.TokenFunc,
 		tlsMode:    cfg.TLS,
 		idemHeader: cfg.IdempotencyHeader,
 		timeout:    cfg.Timeout,
@@ -203,7 +224,12 @@ func (cfg *Config) validate() (*settings, error) {
 		s.host = host
 	}
 
-	if (cfg.Username == "") != (cfg.Password == "") {
+	switch {
+	case cfg.TokenFunc != nil && cfg.Password != "":
+		fail("Config.Password and Config.TokenFunc are both set: set one")
+	case cfg.TokenFunc != nil && cfg.Username == "":
+		fail("Config.TokenFunc is set without Config.Username, the mailbox the token is for")
+	case cfg.TokenFunc == nil && (cfg.Username == "") != (cfg.Password == ""):
 		fail("Config.Username and Config.Password must be set together")
 	}
 
@@ -222,7 +248,7 @@ func (cfg *Config) validate() (*settings, error) {
 			fail("Config.TLSConfig is set but Config.TLS is TLSNone")
 		}
 		if cfg.Username != "" && s.host != "" && !isLoopbackHost(s.host) {
-			fail("Config.TLS is TLSNone and Config.Addr is not a loopback address: refusing to send Config.Username and Config.Password in the clear")
+			fail("Config.TLS is TLSNone and Config.Addr is not a loopback address: refusing to send the credentials in the clear")
 		}
 	default:
 		fail("Config.TLS is %s, not one of the TLSMode constants", cfg.TLS)

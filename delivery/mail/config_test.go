@@ -1,7 +1,9 @@
 package mail_test
 
 import (
+	"context"
 	"crypto/tls"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +12,11 @@ import (
 
 	"github.com/tidings-go/tidings/delivery/mail"
 )
+
+// token is a Config.TokenFunc that New accepts; it is never called.
+func token(context.Context) (string, error) {
+	return "", errors.New("token called")
+}
 
 // validConfig returns a Config New accepts.
 func validConfig() *mail.Config {
@@ -33,6 +40,9 @@ func TestNew(t *testing.T) {
 			"CredentialsLocalhost": func(c *mail.Config) { c.Addr, c.TLS, c.Username, c.Password = "localhost:25", mail.TLSNone, "u", "p" },
 			"CredentialsRemoteTLS": func(c *mail.Config) {
 				c.Addr, c.TLS, c.Username, c.Password = "smtp.example.com:587", mail.TLSRequired, "u", "p"
+			},
+			"TokenFunc": func(c *mail.Config) {
+				c.Addr, c.Username, c.TokenFunc = "smtp.gmail.com:587", "no-reply@example.com", token
 			},
 			"Implicit":          func(c *mail.Config) { c.Addr, c.TLS = "smtp.example.com:465", mail.TLSImplicit },
 			"ServiceName":       func(c *mail.Config) { c.Addr = "smtp.example.com:submission" },
@@ -78,7 +88,24 @@ func TestNew(t *testing.T) {
 			func(c *mail.Config) {
 				c.Addr, c.TLS, c.Username, c.Password = "smtp.example.com:25", mail.TLSNone, "u", "p"
 			},
-			"mail: Config.TLS is TLSNone and Config.Addr is not a loopback address: refusing to send Config.Username and Config.Password in the clear",
+			"mail: Config.TLS is TLSNone and Config.Addr is not a loopback address: refusing to send the credentials in the clear",
+		},
+		{
+			"TokenInTheClear",
+			func(c *mail.Config) {
+				c.Addr, c.TLS, c.Username, c.TokenFunc = "smtp.example.com:25", mail.TLSNone, "u", token
+			},
+			"mail: Config.TLS is TLSNone and Config.Addr is not a loopback address: refusing to send the credentials in the clear",
+		},
+		{
+			"TokenFuncAndPassword",
+			func(c *mail.Config) { c.Username, c.Password, c.TokenFunc = "u", "p", token },
+			"mail: Config.Password and Config.TokenFunc are both set: set one",
+		},
+		{
+			"TokenFuncWithoutUsername",
+			func(c *mail.Config) { c.TokenFunc = token },
+			"mail: Config.TokenFunc is set without Config.Username, the mailbox the token is for",
 		},
 		{"UnknownTLSMode", func(c *mail.Config) { c.TLS = mail.TLSMode(9) }, "mail: Config.TLS is TLSMode(9), not one of the TLSMode constants"},
 		{

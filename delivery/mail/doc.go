@@ -26,8 +26,10 @@
 // body the template has, quoted-printable, with CRLF line endings.
 //
 // Then one SMTP exchange: dial (bounded by the context), EHLO, STARTTLS as
-// [Config.TLS] says, AUTH PLAIN when credentials are set, MAIL FROM, RCPT
-// TO, DATA, QUIT. The whole exchange is bounded by the context's deadline
+// [Config.TLS] says, AUTH when credentials are set (PLAIN, or LOGIN when
+// the server offers no PLAIN, with [Config.Password]; XOAUTH2, as Gmail
+// and Microsoft 365 want, with a token from [Config.TokenFunc]), MAIL
+// FROM, RCPT TO, DATA, QUIT. The whole exchange is bounded by the context's deadline
 // and [Config.Timeout]; the connection is closed when the context ends. A
 // permanent refusal of the sender, the recipient or the message (5xx, and
 // 5.x.x when the server sends enhanced codes, such as 5.1.1 for an unknown

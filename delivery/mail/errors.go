@@ -42,9 +42,10 @@ var (
 	// address, so the credentials are not sent. Deliver answers Retry.
 	ErrCleartextAuth = errors.New("mail: refusing to send credentials over a connection that is neither TLS nor loopback")
 
-	// ErrNoAuthPlain: credentials are configured and the server does not
-	// offer AUTH PLAIN. Deliver answers Retry.
-	ErrNoAuthPlain = errors.New("mail: server does not offer AUTH PLAIN")
+	// ErrNoAuthMechanism: credentials are configured and the server offers
+	// no AUTH mechanism for them: neither PLAIN nor LOGIN for a password,
+	// no XOAUTH2 for Config.TokenFunc. Deliver answers Retry.
+	ErrNoAuthMechanism = errors.New("mail: server offers no AUTH mechanism for the configured credentials")
 )
 
 // TemplateError is the reason of a request whose template did not render:

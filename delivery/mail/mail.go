@@ -58,7 +58,8 @@ func New(cfg *Config) (*Delivery, error) {
 //     reason);
 //   - [delivery.Retry] when the connection failed or timed out, when ctx
 //     ended, or when the server lacks what the Config requires
-//     ([ErrNoStartTLS], [ErrCleartextAuth], [ErrNoAuthPlain]).
+//     ([ErrNoStartTLS], [ErrCleartextAuth], [ErrNoAuthMechanism]), or
+//     when Config.TokenFunc failed.
 //
 // The exchange ends at ctx's deadline or after Config.Timeout, whichever
 // comes first.

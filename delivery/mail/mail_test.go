@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
 	"github.com/stretchr/testify/require"
 
@@ -482,29 +483,44 @@ func TestDeliverAuth(t *testing.T) {
 		}
 	}
 
-	t.Run("OverLoopback", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t, serverOptions{username: testUsername, password: testPassword}, withCredentials(testPassword))
+	// With a password, the mechanism is PLAIN, or LOGIN when the server
+	// offers no PLAIN. A refusal of the credentials is no fault of the
+	// request: it goes out once they are fixed.
+	passwords := []struct {
+		name     string
+		offered  []string
+		password string
+		want     string // the mechanism used
+	}{
+		{name: "PLAIN", offered: []string{sasl.Plain}, password: testPassword, want: sasl.Plain},
+		{name: "PLAINBeforeLOGIN", offered: []string{sasl.Login, sasl.Plain}, password: testPassword, want: sasl.Plain},
+		{name: "LOGIN", offered: []string{sasl.Login}, password: testPassword, want: sasl.Login},
+		{name: "LOGINBesideXOAUTH2", offered: []string{"XOAUTH2", sasl.Login}, password: testPassword, want: sasl.Login},
+		{name: "PLAINWrongPassword", offered: []string{sasl.Plain}, password: "not-the-password", want: sasl.Plain},
+		{name: "LOGINWrongPassword", offered: []string{sasl.Login}, password: "not-the-password", want: sasl.Login},
+	}
+	for _, tt := range passwords {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, serverOptions{username: testUsername, password: testPassword, mechanisms: tt.offered},
+				withCredentials(tt.password))
 
-		outcome := b.mailer.Deliver(t.Context(), newPending("welcome", welcomeData()))
-		require.Equal(t, delivery.KindDelivered, outcome.Kind(), "%v", outcome)
-		got := b.srv.accepted()
-		require.Len(t, got, 1)
-		require.Equal(t, testUsername, got[0].Username)
-	})
-
-	// A refusal of the credentials is no fault of the request: it goes
-	// out once they are fixed.
-	t.Run("WrongPassword", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t, serverOptions{username: testUsername, password: testPassword}, withCredentials("not-the-password"))
-
-		outcome := b.mailer.Deliver(t.Context(), newPending("welcome", welcomeData()))
-		require.Equal(t, delivery.KindRetry, outcome.Kind(), "%v", outcome)
-		require.EqualError(t, outcome.Reason(), "mail: server refused the credentials: 535 5.7.8")
-		requireClean(t, outcome, "not-the-password", testUsername)
-		require.Empty(t, b.srv.received())
-	})
+			outcome := b.mailer.Deliver(t.Context(), newPending("welcome", welcomeData()))
+			ok := tt.password == testPassword
+			require.Equal(t, []authAttempt{{Mechanism: tt.want, Secret: tt.password, OK: ok}}, b.srv.authAttempts())
+			if !ok {
+				require.Equal(t, delivery.KindRetry, outcome.Kind(), "%v", outcome)
+				require.EqualError(t, outcome.Reason(), "mail: server refused the credentials: 535 5.7.8")
+				requireClean(t, outcome, tt.password, testUsername)
+				require.Empty(t, b.srv.received())
+				return
+			}
+			require.Equal(t, delivery.KindDelivered, outcome.Kind(), "%v", outcome)
+			got := b.srv.accepted()
+			require.Len(t, got, 1)
+			require.Equal(t, testUsername, got[0].Username)
+		})
+	}
 
 	t.Run("ServerRequiresItAndNoneConfigured", func(t *testing.T) {
 		t.Parallel()
@@ -521,7 +537,7 @@ func TestDeliverAuth(t *testing.T) {
 
 		outcome := b.mailer.Deliver(t.Context(), newPending("welcome", welcomeData()))
 		require.Equal(t, delivery.KindRetry, outcome.Kind(), "%v", outcome)
-		require.ErrorIs(t, outcome.Reason(), mail.ErrNoAuthPlain)
+		require.ErrorIs(t, outcome.Reason(), mail.ErrNoAuthMechanism)
 		require.Empty(t, b.srv.received())
 	})
 
@@ -555,6 +571,141 @@ func TestDeliverAuth(t *testing.T) {
 		require.Len(t, got, 1)
 		require.True(t, got[0].TLS)
 		require.Equal(t, testUsername, got[0].Username)
+	})
+}
+
+// XOAUTH2 sends Config.Username and a token from Config.TokenFunc, which is
+// called with Deliver's context for every connection.
+func TestDeliverXOAUTH2(t *testing.T) {
+	t.Parallel()
+
+	// tokens is a TokenFunc that hands out "token-1", "token-2", ...,
+	// and the server's check that accepts the last one only, as if each
+	// expired when the next was made.
+	type tokens struct {
+		mu     sync.Mutex
+		issued int
+	}
+	next := func(ts *tokens) func(context.Context) (string, error) {
+		return func(context.Context) (string, error) {
+			ts.mu.Lock()
+			defer ts.mu.Unlock()
+			ts.issued++
+			return fmt.Sprintf("token-%d", ts.issued), nil
+		}
+	}
+	latest := func(ts *tokens) func(string) bool {
+		return func(token string) bool {
+			ts.mu.Lock()
+			defer ts.mu.Unlock()
+			return token == fmt.Sprintf("token-%d", ts.issued)
+		}
+	}
+	withToken := func(f func(context.Context) (string, error)) func(*mail.Config) {
+		return func(cfg *mail.Config) {
+			cfg.Username, cfg.TokenFunc = testUsername, f
+		}
+	}
+	offering := func(tokenOK func(string) bool, mechanisms ...string) serverOptions {
+		return serverOptions{username: testUsername, mechanisms: mechanisms, tokenOK: tokenOK}
+	}
+
+	t.Run("Delivers", func(t *testing.T) {
+		t.Parallel()
+		type key struct{}
+		var seen []any
+		b := setup(t, offering(func(token string) bool { return token == "ya29.token" }, sasl.Plain, "XOAUTH2"),
+			withToken(func(ctx context.Context) (string, error) {
+				seen = append(seen, ctx.Value(key{}))
+				return "ya29.token", nil
+			}))
+
+		ctx := context.WithValue(t.Context(), key{}, "the delivery's")
+		outcome := b.mailer.Deliver(ctx, newPending("welcome", welcomeData()))
+		require.Equal(t, delivery.KindDelivered, outcome.Kind(), "%v", outcome)
+		require.Equal(t, []any{"the delivery's"}, seen, "TokenFunc's context")
+		require.Equal(t, []authAttempt{{Mechanism: "XOAUTH2", Secret: "ya29.token", OK: true}}, b.srv.authAttempts())
+		got := b.srv.accepted()
+		require.Len(t, got, 1)
+		require.Equal(t, testUsername, got[0].Username)
+	})
+
+	// Each connection gets a token of its own: one that expired since the
+	// last connection is never sent again.
+	t.Run("FreshTokenPerConnection", func(t *testing.T) {
+		t.Parallel()
+		ts := &tokens{}
+		b := setup(t, offering(latest(ts), "XOAUTH2"), withToken(next(ts)))
+
+		for range 2 {
+			outcome := b.mailer.Deliver(t.Context(), newPending("welcome", welcomeData()))
+			require.Equal(t, delivery.KindDelivered, outcome.Kind(), "%v", outcome)
+		}
+		require.Equal(t, []authAttempt{
+			{Mechanism: "XOAUTH2", Secret: "token-1", OK: true},
+			{Mechanism: "XOAUTH2", Secret: "token-2", OK: true},
+		}, b.srv.authAttempts())
+		require.Equal(t, 2, b.srv.connections(t))
+	})
+
+	// The server answers a refused token with a challenge, then a 535
+	// once the client sent its empty response.
+	t.Run("RefusedToken", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, offering(nil, "XOAUTH2"), withToken(func(context.Context) (string, error) {
+			return "ya29.expired-token", nil
+		}))
+
+		outcome := b.mailer.Deliver(t.Context(), newPending("welcome", welcomeData()))
+		require.Equal(t, delivery.KindRetry, outcome.Kind(), "%v", outcome)
+		require.EqualError(t, outcome.Reason(), "mail: server refused the credentials: 535 5.7.8")
+		requireClean(t, outcome, "ya29.expired-token", testUsername)
+		require.Equal(t, []authAttempt{{Mechanism: "XOAUTH2", Secret: "ya29.expired-token"}}, b.srv.authAttempts())
+		require.Empty(t, b.srv.received())
+	})
+
+	t.Run("TokenFuncFails", func(t *testing.T) {
+		t.Parallel()
+		errToken := errors.New("oauth2: invalid_grant for refresh token 1//0refresh-secret")
+		b := setup(t, offering(nil, "XOAUTH2"), withToken(func(context.Context) (string, error) {
+			return "", errToken
+		}))
+
+		outcome := b.mailer.Deliver(t.Context(), newPending("welcome", welcomeData()))
+		require.Equal(t, delivery.KindRetry, outcome.Kind(), "%v", outcome)
+		require.EqualError(t, outcome.Reason(), "mail: AUTH: Config.TokenFunc failed")
+		require.ErrorIs(t, outcome.Reason(), errToken)
+		requireClean(t, outcome, "refresh-secret")
+		require.Empty(t, b.srv.authAttempts())
+		require.Empty(t, b.srv.received())
+	})
+
+	t.Run("TokenFuncOutlastsTheDeadline", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, offering(nil, "XOAUTH2"), withToken(func(ctx context.Context) (string, error) {
+			<-ctx.Done()
+			return "", ctx.Err()
+		}))
+		ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+		defer cancel()
+
+		outcome := b.mailer.Deliver(ctx, newPending("welcome", welcomeData()))
+		require.Equal(t, delivery.KindRetry, outcome.Kind(), "%v", outcome)
+		require.ErrorIs(t, outcome.Reason(), context.DeadlineExceeded)
+		require.EqualError(t, outcome.Reason(), "mail: AUTH: timed out after the delivery's deadline")
+	})
+
+	t.Run("NotOffered", func(t *testing.T) {
+		t.Parallel()
+		ts := &tokens{}
+		b := setup(t, serverOptions{username: testUsername, password: testPassword, mechanisms: []string{sasl.Plain, sasl.Login}},
+			withToken(next(ts)))
+
+		outcome := b.mailer.Deliver(t.Context(), newPending("welcome", welcomeData()))
+		require.Equal(t, delivery.KindRetry, outcome.Kind(), "%v", outcome)
+		require.ErrorIs(t, outcome.Reason(), mail.ErrNoAuthMechanism)
+		require.Zero(t, ts.issued, "TokenFunc was called")
+		require.Empty(t, b.srv.authAttempts())
 	})
 }
 

@@ -14,6 +14,7 @@ import (
 	"math/big"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -45,9 +46,16 @@ type received struct {
 type serverOptions struct {
 	// listen is where to listen: "127.0.0.1:0" when empty.
 	listen string
-	// username and password, when set, are required: the server offers
-	// AUTH PLAIN and refuses MAIL before it.
+	// username, when set, is required: the server offers AUTH with
+	// mechanisms and refuses MAIL before it. PLAIN and LOGIN take
+	// username and password, XOAUTH2 username and a token that tokenOK
+	// accepts.
 	username, password string
+	// mechanisms are the AUTH mechanisms the server offers, in order:
+	// sasl.Plain, sasl.Login or "XOAUTH2". Empty means PLAIN alone.
+	mechanisms []string
+	// tokenOK says whether an XOAUTH2 token is good; nil refuses them all.
+	tokenOK func(token string) bool
 	// startTLS makes the server offer STARTTLS with testCertificate.
 	startTLS bool
 	// implicitTLS makes the server speak TLS from the first byte.
@@ -72,7 +80,7 @@ type testServer struct {
 
 	mu         sync.Mutex
 	messages   []received
-	auths      []string // the mechanism of every AUTH command, in order
+	auths      []authAttempt
 	failPhase  string
 	failErr    *smtp.SMTPError
 	stallPhase string
@@ -176,8 +184,15 @@ func (s *testServer) received() []received {
 	return slices.Clone(s.messages)
 }
 
-// authAttempts returns the mechanism of every AUTH command so far.
-func (s *testServer) authAttempts() []string {
+// authAttempt is one AUTH command a testServer answered.
+type authAttempt struct {
+	Mechanism string
+	Secret    string // the password or the token; "" when none came
+	OK        bool   // whether the server accepted it
+}
+
+// authAttempts returns every AUTH command so far, in order.
+func (s *testServer) authAttempts() []authAttempt {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.auths)
@@ -229,26 +244,46 @@ type session struct {
 var _ smtp.AuthSession = (*session)(nil)
 
 func (s *session) AuthMechanisms() []string {
-	if s.srv.opts.username == "" {
+	switch {
+	case s.srv.opts.username == "":
 		return nil
+	case len(s.srv.opts.mechanisms) == 0:
+		return []string{sasl.Plain}
+	default:
+		return s.srv.opts.mechanisms
 	}
-	return []string{sasl.Plain}
 }
 
 func (s *session) Auth(mech string) (sasl.Server, error) {
-	s.srv.mu.Lock()
-	s.srv.auths = append(s.srv.auths, mech)
-	s.srv.mu.Unlock()
-	if mech != sasl.Plain || s.srv.opts.username == "" {
+	if !slices.Contains(s.AuthMechanisms(), mech) {
 		return nil, smtp.ErrAuthUnknownMechanism
 	}
-	return sasl.NewPlainServer(func(_, username, password string) error {
-		if username != s.srv.opts.username || password != s.srv.opts.password {
+	// check records the attempt, and accepts it when ok.
+	check := func(username, secret string, ok bool) error {
+		ok = ok && username == s.srv.opts.username
+		s.srv.mu.Lock()
+		s.srv.auths = append(s.srv.auths, authAttempt{Mechanism: mech, Secret: secret, OK: ok})
+		s.srv.mu.Unlock()
+		if !ok {
 			return smtp.ErrAuthFailed
 		}
 		s.username = username
 		return nil
-	}), nil
+	}
+	switch mech {
+	case sasl.Plain:
+		return sasl.NewPlainServer(func(_, username, password string) error {
+			return check(username, password, password == s.srv.opts.password)
+		}), nil
+	case sasl.Login:
+		return &loginServer{check: func(username, password string) error {
+			return check(username, password, password == s.srv.opts.password)
+		}}, nil
+	default:
+		return &xoauth2Server{check: func(username, token string) error {
+			return check(username, token, s.srv.opts.tokenOK != nil && s.srv.opts.tokenOK(token))
+		}}, nil
+	}
 }
 
 func (s *session) Mail(from string, _ *smtp.MailOptions) error {
@@ -295,6 +330,58 @@ func (s *session) Reset() {
 
 func (s *session) Logout() error {
 	return nil
+}
+
+// loginServer is the server side of AUTH LOGIN, which go-sasl no longer
+// has: it asks for the username unless the client sent it with the
+// command, then for the password.
+type loginServer struct {
+	check    func(username, password string) error
+	username *string
+}
+
+func (a *loginServer) Next(response []byte) ([]byte, bool, error) {
+	switch {
+	case a.username == nil && response == nil:
+		return []byte("Username:"), false, nil
+	case a.username == nil:
+		username := string(response)
+		a.username = &username
+		return []byte("Password:"), false, nil
+	default:
+		return nil, true, a.check(*a.username, string(response))
+	}
+}
+
+// xoauth2Server is the server side of AUTH XOAUTH2 as Gmail speaks it: a
+// token it refuses gets a challenge that says why, in JSON, and the
+// failure after the client's empty response.
+type xoauth2Server struct {
+	check   func(username, token string) error
+	refused error // the failure to send after the challenge
+}
+
+func (a *xoauth2Server) Next(response []byte) ([]byte, bool, error) {
+	switch {
+	case a.refused != nil:
+		if len(response) != 0 {
+			return nil, true, errors.New("a response to the error challenge that is not empty")
+		}
+		return nil, true, a.refused
+	case response == nil:
+		return []byte{}, false, nil // ask for the initial response
+	}
+	user, rest, ok1 := strings.Cut(string(response), "\x01auth=Bearer ")
+	token, ok2 := strings.CutSuffix(rest, "\x01\x01")
+	username, ok3 := strings.CutPrefix(user, "user=")
+	if !ok1 || !ok2 || !ok3 {
+		return nil, true, errors.New("not an XOAUTH2 initial response")
+	}
+	if err := a.check(username, token); err != nil {
+		a.refused = err
+		return []byte(`{"status":"401","schemes":"bearer","scope":"https://mail.google.com/"}`), false, nil
+	}
+	return nil, true, nil
 }
 
 // recordingListener records the remote address of every connection it

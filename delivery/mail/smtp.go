@@ -126,13 +126,64 @@ func (s *settings) auth(ctx context.Context, sess *session) error {
 	if !sess.tls && !isLoopbackAddr(sess.raw.RemoteAddr()) {
 		return ErrCleartextAuth
 	}
-	if !sess.client.SupportsAuth(sasl.Plain) {
-		return ErrNoAuthPlain
+	mechanism, err := s.mechanism(ctx, sess.client)
+	if err != nil {
+		return err
 	}
-	if err := sess.client.Auth(sasl.NewPlainClient("", s.username, s.password)); err != nil {
+	if err := sess.client.Auth(mechanism); err != nil {
 		return failure(ctx, "AUTH", err)
 	}
 	return nil
+}
+
+// mechanism chooses how to authenticate from what the server offers:
+// XOAUTH2 with a token from TokenFunc; or with the password PLAIN, or
+// LOGIN when the server has no PLAIN.
+func (s *settings) mechanism(ctx context.Context, c *smtp.Client) (sasl.Client, error) {
+	switch {
+	case s.tokenFunc != nil:
+		if !c.SupportsAuth(xoauth2Name) {
+			return nil, ErrNoAuthMechanism
+		}
+		token, err := s.tokenFunc(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, failure(ctx, "AUTH", err)
+			}
+			return nil, &reasonError{msg: "mail: AUTH: Config.TokenFunc failed", err: err}
+		}
+		return &xoauth2{username: s.username, token: token}, nil
+	case c.SupportsAuth(sasl.Plain):
+		return sasl.NewPlainClient("", s.username, s.password), nil
+	case c.SupportsAuth(sasl.Login):
+		return sasl.NewLoginClient(s.username, s.password), nil
+	default:
+		return nil, ErrNoAuthMechanism
+	}
+}
+
+// xoauth2Name is the name of the XOAUTH2 mechanism.
+const xoauth2Name = "XOAUTH2"
+
+// xoauth2 is the XOAUTH2 mechanism of Gmail and Microsoft 365: the
+// mailbox and an OAuth2 access token in the initial response. A server
+// that refuses the token sends a challenge that explains why, in JSON,
+// and its failure reply after the client's empty response.
+type xoauth2 struct {
+	username, token string
+	challenged      bool
+}
+
+func (a *xoauth2) Start() (string, []byte, error) {
+	return xoauth2Name, []byte("user=" + a.username + "\x01auth=Bearer " + a.token + "\x01\x01"), nil
+}
+
+func (a *xoauth2) Next([]byte) ([]byte, error) {
+	if a.challenged {
+		return nil, sasl.ErrUnexpectedServerChallenge
+	}
+	a.challenged = true
+	return []byte{}, nil // not nil: an empty response is still sent
 }
 
 // transact hands msg to the server, from from to rcpt, and returns the
