@@ -56,7 +56,7 @@ type testBundle struct {
 
 // setup starts a server with opts and a Delivery for it, with the test
 // templates, after configure changed the Config.
-func setup(t *testing.T, opts serverOptions, configure ...func(*mail.Config)) *testBundle {
+func setup(t testing.TB, opts serverOptions, configure ...func(*mail.Config)) *testBundle {
 	t.Helper()
 	srv := startServer(t, opts)
 	cfg := &mail.Config{

@@ -87,7 +87,7 @@ type testServer struct {
 }
 
 // startServer starts a testServer for t.
-func startServer(t *testing.T, opts serverOptions) *testServer {
+func startServer(t testing.TB, opts serverOptions) *testServer {
 	t.Helper()
 	if opts.listen == "" {
 		opts.listen = "127.0.0.1:0"
@@ -213,7 +213,7 @@ func (s *testServer) accepted() []received {
 // than its own probe. It dials a probe and waits until the server accepted
 // it: connections are accepted in order, so any connection a client made
 // before is counted.
-func (s *testServer) connections(t *testing.T) int {
+func (s *testServer) connections(t testing.TB) int {
 	t.Helper()
 	var d net.Dialer
 	probe, err := d.DialContext(t.Context(), "tcp", s.addr)
