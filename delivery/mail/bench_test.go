@@ -29,28 +29,41 @@ func BenchmarkDeliver(b *testing.B) {
 			},
 		},
 	}
+	reuses := []struct {
+		name         string
+		maxIdleConns int
+	}{
+		{name: "NewConnections", maxIdleConns: -1},
+		{name: "KeptConnections", maxIdleConns: 0}, // the default
+	}
 	for _, srv := range servers {
-		b.Run(srv.name, func(b *testing.B) {
-			b.Run("Serial", func(b *testing.B) {
-				bundle := setup(b, srv.opts, srv.configure)
-				p := newPending("welcome", welcomeData())
-				b.ReportAllocs()
-				for b.Loop() {
-					requireDelivered(b, bundle.mailer.Deliver(b.Context(), p))
-				}
-			})
-			b.Run("Parallel8", func(b *testing.B) {
-				bundle := setup(b, srv.opts, srv.configure)
-				p := newPending("welcome", welcomeData())
-				b.ReportAllocs()
-				b.SetParallelism(4) // 4 × GOMAXPROCS goroutines: 8 on two cores
-				b.RunParallel(func(pb *testing.PB) {
-					for pb.Next() {
+		for _, reuse := range reuses {
+			configure := func(cfg *mail.Config) {
+				srv.configure(cfg)
+				cfg.MaxIdleConns = reuse.maxIdleConns
+			}
+			b.Run(srv.name+"/"+reuse.name, func(b *testing.B) {
+				b.Run("Serial", func(b *testing.B) {
+					bundle := setup(b, srv.opts, configure)
+					p := newPending("welcome", welcomeData())
+					b.ReportAllocs()
+					for b.Loop() {
 						requireDelivered(b, bundle.mailer.Deliver(b.Context(), p))
 					}
 				})
+				b.Run("Parallel8", func(b *testing.B) {
+					bundle := setup(b, srv.opts, configure)
+					p := newPending("welcome", welcomeData())
+					b.ReportAllocs()
+					b.SetParallelism(4) // 4 × GOMAXPROCS goroutines: 8 on two cores
+					b.RunParallel(func(pb *testing.PB) {
+						for pb.Next() {
+							requireDelivered(b, bundle.mailer.Deliver(b.Context(), p))
+						}
+					})
+				})
 			})
-		})
+		}
 	}
 }
 

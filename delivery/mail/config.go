@@ -16,9 +16,17 @@ import (
 	"github.com/tidings-go/tidings/delivery/internal/render"
 )
 
-// TimeoutDefault is the default of [Config.Timeout]: how long one exchange
-// with the server may take, from dial to QUIT.
+// TimeoutDefault is the default of [Config.Timeout]: how long one
+// Deliver's exchange with the server may take.
 const TimeoutDefault = 30 * time.Second
+
+// MaxIdleConnsDefault is the default of [Config.MaxIdleConns]: how many
+// connections Deliver keeps open between deliveries.
+const MaxIdleConnsDefault = 4
+
+// IdleTimeoutDefault is the default of [Config.IdleTimeout]: how long a
+// kept connection may stay unused before it is closed.
+const IdleTimeoutDefault = 2 * time.Second
 
 // TLSMode says whether and how the connection to the server is encrypted.
 // The zero value is [TLSDefault].
@@ -147,10 +155,32 @@ type Config struct {
 	// the Message-ID, derived from the same id, is always set.
 	IdempotencyHeader string
 
-	// Timeout bounds one exchange with the server, from dial to QUIT, on
-	// top of the deadline of the context Deliver gets. Zero means
+	// Timeout bounds one Deliver's exchange with the server, from the
+	// dial (or MAIL FROM, on a kept connection) to the server's answer to
+	// the message, on top of the deadline of the context Deliver gets. A
+	// QUIT that follows takes 2 seconds at most. Zero means
 	// TimeoutDefault; negative is an error.
 	Timeout time.Duration
+
+	// MaxIdleConns is how many connections Deliver keeps open after a
+	// message, for the next deliveries to send on without dialling,
+	// greeting, STARTTLS and AUTH again. Zero means MaxIdleConnsDefault;
+	// negative means none: every Deliver opens and closes its own. A kept
+	// connection is closed after IdleTimeout unused or by
+	// [Delivery.Close], and is not kept again once 5 minutes old; one
+	// that the server closed meanwhile costs a new connection, never the
+	// message. Connections in use are as many as concurrent calls of
+	// Deliver: with more of those than MaxIdleConns, the surplus
+	// connections are closed after their message.
+	MaxIdleConns int
+
+	// IdleTimeout is how long a kept connection may stay unused before it
+	// is closed. Zero means IdleTimeoutDefault, 2 seconds, as Postfix
+	// keeps its own (smtp_connection_cache_time_limit): long enough for
+	// the requests of a batch to share connections, short enough not to
+	// hold a server's connection slots between batches. Negative is an
+	// error.
+	IdleTimeout time.Duration
 
 	// Templates holds the messages the application can send, by name. At
 	// least one is required. New parses each once; a template that does not
@@ -185,6 +215,8 @@ type settings struct {
 	hostname   string
 	idemHeader string
 	timeout    time.Duration
+	maxIdle    int
+	idleTime   time.Duration
 	templates  map[string]*parsedTemplate
 }
 
@@ -286,6 +318,21 @@ func (cfg *Config) validate() (*settings, error) {
 		fail("Config.Timeout is negative: %s", cfg.Timeout)
 	case cfg.Timeout == 0:
 		s.timeout = TimeoutDefault
+	}
+
+	switch {
+	case cfg.MaxIdleConns == 0:
+		s.maxIdle = MaxIdleConnsDefault
+	case cfg.MaxIdleConns > 0:
+		s.maxIdle = cfg.MaxIdleConns
+	}
+	switch {
+	case cfg.IdleTimeout < 0:
+		fail("Config.IdleTimeout is negative: %s", cfg.IdleTimeout)
+	case cfg.IdleTimeout == 0:
+		s.idleTime = IdleTimeoutDefault
+	default:
+		s.idleTime = cfg.IdleTimeout
 	}
 
 	if len(cfg.Templates) == 0 {

@@ -50,6 +50,9 @@ func TestNew(t *testing.T) {
 			"HostnameLiteral":   func(c *mail.Config) { c.Hostname = "[192.0.2.1]" },
 			"IdempotencyHeader": func(c *mail.Config) { c.IdempotencyHeader = "Resend-Idempotency-Key" },
 			"Timeout":           func(c *mail.Config) { c.Timeout = time.Second },
+			"MaxIdleConns":      func(c *mail.Config) { c.MaxIdleConns = 16 },
+			"NoKeptConnections": func(c *mail.Config) { c.MaxIdleConns = -1 },
+			"IdleTimeout":       func(c *mail.Config) { c.IdleTimeout = time.Minute },
 			"AddressOnlyFrom":   func(c *mail.Config) { c.From = "no-reply@example.com" },
 			"TextOnlyTemplate":  func(c *mail.Config) { c.Templates["t"] = mail.Template{Subject: "s", Text: "t"} },
 			"HTMLOnlyTemplate":  func(c *mail.Config) { c.Templates["h"] = mail.Template{Subject: "s", HTML: "<p>h</p>"} },
@@ -125,6 +128,7 @@ func TestNew(t *testing.T) {
 		{"InvalidHeader", func(c *mail.Config) { c.IdempotencyHeader = "Idempotency Key:" }, `mail: Config.IdempotencyHeader "Idempotency Key:" is not a header name`},
 		{"OwnHeader", func(c *mail.Config) { c.IdempotencyHeader = "message-id" }, `mail: Config.IdempotencyHeader "message-id" is a header the message sets itself`},
 		{"NegativeTimeout", func(c *mail.Config) { c.Timeout = -time.Second }, "mail: Config.Timeout is negative: -1s"},
+		{"NegativeIdleTimeout", func(c *mail.Config) { c.IdleTimeout = -time.Second }, "mail: Config.IdleTimeout is negative: -1s"},
 		{"NoTemplates", func(c *mail.Config) { c.Templates = nil }, "mail: Config.Templates is empty: register at least one template"},
 		{
 			"EmptyTemplateName",
@@ -198,6 +202,8 @@ func TestNew(t *testing.T) {
 		})
 		require.Empty(t, b.cfg.TLSConfig.ServerName)
 		require.Zero(t, b.cfg.Timeout)
+		require.Zero(t, b.cfg.MaxIdleConns)
+		require.Zero(t, b.cfg.IdleTimeout)
 		require.Empty(t, b.cfg.Hostname)
 
 		b.cfg.Templates["welcome"] = mail.Template{Subject: "changed", Text: "changed"}

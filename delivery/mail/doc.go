@@ -29,7 +29,8 @@
 // [Config.TLS] says, AUTH when credentials are set (PLAIN, or LOGIN when
 // the server offers no PLAIN, with [Config.Password]; XOAUTH2, as Gmail
 // and Microsoft 365 want, with a token from [Config.TokenFunc]), MAIL
-// FROM, RCPT TO, DATA, QUIT. The whole exchange is bounded by the context's deadline
+// FROM, RCPT TO, DATA; on a kept connection (see Connections below) only
+// the last three. The whole exchange is bounded by the context's deadline
 // and [Config.Timeout]; the connection is closed when the context ends. A
 // permanent refusal of the sender, the recipient or the message (5xx, and
 // 5.x.x when the server sends enhanced codes, such as 5.1.1 for an unknown
@@ -67,11 +68,24 @@
 // reason wraps (for [errors.Is] and [errors.As]) can hold more: never print
 // them on their own.
 //
-// # Concurrency
+// # Connections
 //
-// A [Delivery] is safe for concurrent use. It keeps no connection between
-// requests: each Deliver dials its own, so the dispatcher's concurrency
-// bounds the connections to the server.
+// A [Delivery] is safe for concurrent use. Each Deliver sends on a
+// connection of its own, so the dispatcher's concurrency bounds the
+// connections to the server. After an accepted message the connection is
+// kept for the next Deliver, which then sends MAIL FROM, RCPT TO and DATA
+// only: up to [Config.MaxIdleConns] connections, each closed after
+// [Config.IdleTimeout] unused, 5 minutes after it was opened, or by
+// [Delivery.Close]. Against the test server on loopback, a message on a
+// kept connection takes about a third of the time of one on a new
+// connection in the clear, and a tenth with STARTTLS and AUTH
+// (BenchmarkDeliver); over a network it also saves the round trips of the
+// greeting, EHLO, STARTTLS, the TLS handshake and AUTH.
+//
+// A kept connection that the server closed while it was idle, or that it
+// answers with 421, fails at MAIL FROM, before any of the message went
+// out: the message goes on a new connection. A connection that fails
+// later, or carried a refused message, is closed and never kept.
 //
 // mail imports only [delivery], its internal helpers, the standard
 // library, and github.com/emersion/go-smtp and github.com/emersion/go-sasl

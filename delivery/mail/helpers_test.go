@@ -69,6 +69,8 @@ func setup(t testing.TB, opts serverOptions, configure ...func(*mail.Config)) *t
 	}
 	mailer, err := mail.New(cfg)
 	require.NoError(t, err)
+	// Before the server stops, which waits for every connection to end.
+	t.Cleanup(func() { require.NoError(t, mailer.Close()) })
 	return &testBundle{srv: srv, cfg: cfg, mailer: mailer}
 }
 

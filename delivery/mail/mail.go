@@ -14,11 +14,14 @@ import (
 // Delivery sends a request as an email through one SMTP server: a
 // [delivery.Delivery] for the channel that carries email addresses.
 //
-// A Delivery is immutable and safe for concurrent use: every Deliver
-// renders its own message and opens, and closes, its own connection. It
-// holds no resources between calls, so there is nothing to close.
+// A Delivery is safe for concurrent use. Every Deliver renders its own
+// message and sends it on a connection of its own, which it keeps open
+// afterwards for the next Deliver, up to [Config.MaxIdleConns]
+// connections for [Config.IdleTimeout] each. [Delivery.Close] closes them
+// at once; without it they close when idle.
 type Delivery struct {
-	s *settings
+	s    *settings
+	pool *pool
 }
 
 var _ delivery.Delivery = (*Delivery)(nil)
@@ -33,7 +36,16 @@ func New(cfg *Config) (*Delivery, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Delivery{s: s}, nil
+	return &Delivery{s: s, pool: &pool{max: s.maxIdle, timeout: s.idleTime}}, nil
+}
+
+// Close closes the connections d keeps for reuse, waiting for their QUIT
+// (2 seconds at most each), and keeps none from then on: a Deliver after
+// Close opens and closes its own connection. Call it when the dispatcher
+// that uses d has stopped. It returns nil.
+func (d *Delivery) Close() error {
+	d.pool.close()
+	return nil
 }
 
 // Deliver renders the template p names with p.Data, and sends the message
@@ -84,7 +96,7 @@ func (d *Delivery) Deliver(ctx context.Context, p delivery.Pending) delivery.Out
 		return delivery.Reject(err)
 	}
 
-	reply, err := d.s.send(ctx, to.Address, msg)
+	reply, err := d.send(ctx, to.Address, msg)
 	if err != nil {
 		if re, ok := errors.AsType[*ReplyError](err); ok && re.Permanent() && re.Command != "AUTH" {
 			return delivery.Reject(err)

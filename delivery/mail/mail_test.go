@@ -635,7 +635,9 @@ func TestDeliverXOAUTH2(t *testing.T) {
 	t.Run("FreshTokenPerConnection", func(t *testing.T) {
 		t.Parallel()
 		ts := &tokens{}
-		b := setup(t, offering(latest(ts), "XOAUTH2"), withToken(next(ts)))
+		b := setup(t, offering(latest(ts), "XOAUTH2"), withToken(next(ts)), func(cfg *mail.Config) {
+			cfg.MaxIdleConns = -1 // a connection per Deliver
+		})
 
 		for range 2 {
 			outcome := b.mailer.Deliver(t.Context(), newPending("welcome", welcomeData()))
@@ -806,15 +808,8 @@ func TestDeliverContext(t *testing.T) {
 	t.Run("CancelledMidExchange", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, serverOptions{})
-		b.srv.stallAt(phaseRcpt)
 		ctx, cancel := context.WithCancel(t.Context())
-		go func() {
-			select {
-			case <-b.srv.stalled:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
+		b.srv.whenStalled(t, phaseRcpt, cancel)
 
 		outcome := b.mailer.Deliver(ctx, newPending("welcome", welcomeData()))
 		require.Equal(t, delivery.KindRetry, outcome.Kind(), "%v", outcome)

@@ -63,6 +63,10 @@ type serverOptions struct {
 	// dataReply is the text of the server's 250 after DATA; empty means
 	// go-smtp's "OK: queued".
 	dataReply string
+	// perConnection, when positive, is how many messages the server takes
+	// on one connection: it answers the next MAIL with 421, as servers
+	// that limit them do.
+	perConnection int
 }
 
 // testServer is a real SMTP server (emersion/go-smtp) on a loopback port
@@ -84,6 +88,9 @@ type testServer struct {
 	failPhase  string
 	failErr    *smtp.SMTPError
 	stallPhase string
+	release    chan struct{} // closed to end a stall before the test ends
+	open       int           // sessions open now
+	opened     chan struct{} // closed and replaced when open changes
 }
 
 // startServer starts a testServer for t.
@@ -102,6 +109,7 @@ func startServer(t testing.TB, opts serverOptions) *testServer {
 		lis:     lis,
 		stall:   make(chan struct{}),
 		stalled: make(chan string, 16),
+		opened:  make(chan struct{}),
 	}
 	s := smtp.NewServer(smtp.BackendFunc(srv.newSession))
 	s.Domain = "mx.test"
@@ -149,18 +157,55 @@ func (s *testServer) failAt(phase string, code int, enhanced smtp.EnhancedCode, 
 	s.failErr = &smtp.SMTPError{Code: code, EnhancedCode: enhanced, Message: text}
 }
 
+// succeed makes the server answer as it does by default again, after
+// failAt.
+func (s *testServer) succeed() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failPhase, s.failErr = "", nil
+}
+
 // stallAt makes the server stall at phase until the test ends, sending
 // the phase to s.stalled when it starts.
 func (s *testServer) stallAt(phase string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.stallPhase = phase
+	s.stallPhase, s.release = phase, nil
+}
+
+// whenStalled makes the server stall at phase, and calls f once a
+// session stalls there, unless the test ends first.
+func (s *testServer) whenStalled(t testing.TB, phase string, f func()) {
+	s.stallAt(phase)
+	go func() {
+		select {
+		case <-s.stalled:
+			f()
+		case <-t.Context().Done():
+		}
+	}()
+}
+
+// holdAt is stallAt until release is called, which lets every session
+// held at phase go on, and no later one stall.
+func (s *testServer) holdAt(phase string) (release func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch := make(chan struct{})
+	s.stallPhase, s.release = phase, ch
+	return func() {
+		s.mu.Lock()
+		s.stallPhase = ""
+		s.mu.Unlock()
+		close(ch)
+	}
 }
 
 // at is called when a session reaches phase: it stalls or fails as told.
 func (s *testServer) at(phase string) error {
 	s.mu.Lock()
 	stall := s.stallPhase == phase
+	release := s.release
 	var err error
 	if s.failPhase == phase {
 		err = s.failErr
@@ -171,10 +216,49 @@ func (s *testServer) at(phase string) error {
 		case s.stalled <- phase:
 		default:
 		}
-		<-s.stall
-		return &smtp.SMTPError{Code: 421, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "Shutting down"}
+		select {
+		case <-release:
+		case <-s.stall:
+			return &smtp.SMTPError{Code: 421, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "Shutting down"}
+		}
 	}
 	return err
+}
+
+// closeConnections closes the server's end of every connection it
+// accepted, as a server does with connections idle for too long.
+func (s *testServer) closeConnections() {
+	s.lis.closeAll()
+}
+
+// sessionOpened counts a session in, or out when delta is -1.
+func (s *testServer) sessionOpened(delta int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.open += delta
+	close(s.opened)
+	s.opened = make(chan struct{})
+}
+
+// waitOpen waits until the server has n sessions open: connections that
+// said EHLO and have not ended.
+func (s *testServer) waitOpen(t testing.TB, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	for {
+		s.mu.Lock()
+		open, opened := s.open, s.opened
+		s.mu.Unlock()
+		if open == n {
+			return
+		}
+		select {
+		case <-opened:
+		case <-ctx.Done():
+			require.FailNowf(t, "sessions open", "waited 5s for the server to have %d sessions open; it has %d", n, open)
+		}
+	}
 }
 
 // received returns the messages that reached DATA so far.
@@ -229,6 +313,7 @@ func (s *testServer) newSession(c *smtp.Conn) (smtp.Session, error) {
 		return nil, err
 	}
 	_, isTLS := c.TLSConnectionState()
+	s.sessionOpened(1)
 	return &session{srv: s, tls: isTLS}, nil
 }
 
@@ -239,6 +324,7 @@ type session struct {
 	username string
 	from     string
 	to       []string
+	messages int // accepted on this connection
 }
 
 var _ smtp.AuthSession = (*session)(nil)
@@ -293,6 +379,9 @@ func (s *session) Mail(from string, _ *smtp.MailOptions) error {
 	if err := s.srv.at(phaseMail); err != nil {
 		return err
 	}
+	if n := s.srv.opts.perConnection; n > 0 && s.messages >= n {
+		return &smtp.SMTPError{Code: 421, EnhancedCode: smtp.EnhancedCode{4, 7, 0}, Message: "Too many messages on this connection"}
+	}
 	s.from = from
 	return nil
 }
@@ -321,6 +410,9 @@ func (s *session) Data(r io.Reader) error {
 		From: s.from, To: slices.Clone(s.to), Data: data, TLS: s.tls, Username: s.username, Accepted: accepted,
 	})
 	s.srv.mu.Unlock()
+	if accepted {
+		s.messages++
+	}
 	return err
 }
 
@@ -329,6 +421,7 @@ func (s *session) Reset() {
 }
 
 func (s *session) Logout() error {
+	s.srv.sessionOpened(-1)
 	return nil
 }
 
@@ -384,12 +477,12 @@ func (a *xoauth2Server) Next(response []byte) ([]byte, bool, error) {
 	return nil, true, nil
 }
 
-// recordingListener records the remote address of every connection it
-// accepts.
+// recordingListener records every connection it accepts.
 type recordingListener struct {
 	net.Listener
 
 	mu      sync.Mutex
+	conns   []net.Conn
 	remotes []string
 	changed chan struct{} // closed and replaced on every accept
 }
@@ -400,11 +493,21 @@ func (l *recordingListener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	l.mu.Lock()
+	l.conns = append(l.conns, c)
 	l.remotes = append(l.remotes, c.RemoteAddr().String())
 	close(l.changed)
 	l.changed = make(chan struct{})
 	l.mu.Unlock()
 	return c, nil
+}
+
+// closeAll closes every connection the listener accepted.
+func (l *recordingListener) closeAll() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, c := range l.conns {
+		_ = c.Close()
+	}
 }
 
 // waitFor waits until the listener accepted a connection from remote, and

@@ -13,42 +13,71 @@ import (
 	"github.com/emersion/go-smtp"
 )
 
-// quitTimeout bounds the QUIT that follows an accepted message.
+// quitTimeout bounds the QUIT that ends a connection.
 const quitTimeout = 2 * time.Second
 
-// send runs one SMTP exchange that hands msg to the server for rcpt, and
-// returns the text of the server's reply to the end of DATA. An error is a
-// reason (see failure): a *ReplyError when the server answered with a
-// failure.
+// send hands msg to the server for rcpt, and returns the text of the
+// server's reply to the end of DATA. An error is a reason (see failure): a
+// *ReplyError when the server answered with a failure.
+//
+// It sends on a connection the pool kept, if any, and else on a new one,
+// which it gives the pool after an accepted message. A kept connection
+// that the server closed while it was idle fails at MAIL FROM, before any
+// of the message is sent: the message then goes on a new connection.
 //
 // The exchange is bounded by ctx and s.timeout: the connection is closed
 // as soon as the earlier of the two ends, which unblocks any read or
 // write.
-func (s *settings) send(ctx context.Context, rcpt string, msg []byte) (string, error) {
-	ctx, cancel := context.WithTimeoutCause(ctx, s.timeout, &timeoutError{timeout: s.timeout.String()})
+func (d *Delivery) send(ctx context.Context, rcpt string, msg []byte) (string, error) {
+	ctx, cancel := context.WithTimeoutCause(ctx, d.s.timeout, &timeoutError{timeout: d.s.timeout.String()})
 	defer cancel()
+	if ctx.Err() != nil {
+		// A kept connection would be closed for nothing.
+		return "", failure(ctx, "connect", ctx.Err())
+	}
 
-	sess, err := s.open(ctx)
+	if sess := d.pool.get(); sess != nil {
+		reply, err := d.sendOn(ctx, sess, rcpt, msg)
+		if !errors.Is(err, errStale) {
+			return reply, err
+		}
+	}
+	sess, err := d.s.open(ctx)
 	if err != nil {
 		return "", err
 	}
-	defer sess.close()
-	reply, err := sess.transact(ctx, s.from.Address, rcpt, msg)
-	if err != nil {
+	return d.sendOn(ctx, sess, rcpt, msg)
+}
+
+// sendOn sends msg on sess for ctx, then gives sess back to the pool, or
+// closes it after a failure.
+func (d *Delivery) sendOn(ctx context.Context, sess *session, rcpt string, msg []byte) (string, error) {
+	sess.bind(ctx)
+	reply, err := sess.transact(ctx, d.s.from.Address, rcpt, msg)
+	if !sess.unbind() || err != nil {
+		_ = sess.raw.Close()
 		return "", err
 	}
-	sess.quit()
+	d.pool.put(sess)
 	return reply, nil
 }
 
+// errStale says that the server closed a kept connection: it failed at
+// MAIL FROM, and no part of the message went out.
+var errStale = errors.New("mail: the server closed the kept connection")
+
 // session is one connection to the server: greeted, encrypted as the
-// Config says, and authenticated when it has credentials.
+// Config says, and authenticated when it has credentials. One goroutine
+// uses it at a time.
 type session struct {
-	raw    net.Conn // the TCP connection, under any TLS
-	conn   *conn    // what the client speaks on
-	client *smtp.Client
-	tls    bool        // whether the client speaks TLS
-	stop   func() bool // stops closing raw when the context ends
+	raw     net.Conn // the TCP connection, under any TLS
+	conn    *conn    // what the client speaks on
+	client  *smtp.Client
+	tls     bool      // whether the client speaks TLS
+	opened  time.Time // when it was dialled
+	used    bool      // whether a message went out on it
+	unbind  func() bool
+	expired *time.Timer // closes it while the pool keeps it idle
 }
 
 // open dials the server and readies a session for ctx: the session's
@@ -59,16 +88,19 @@ func (s *settings) open(ctx context.Context) (*session, error) {
 	if err != nil {
 		return nil, failure(ctx, "connect", err)
 	}
-	sess := &session{raw: raw, conn: &conn{Conn: raw, step: "greeting"}}
-	sess.stop = context.AfterFunc(ctx, func() { _ = raw.Close() })
+	sess := &session{raw: raw, conn: &conn{Conn: raw, step: "greeting"}, opened: time.Now()}
+	sess.bind(ctx)
 	if err := s.hello(ctx, sess); err != nil {
-		sess.close()
+		sess.unbind()
+		_ = raw.Close()
 		return nil, err
 	}
 	if err := s.auth(ctx, sess); err != nil {
-		sess.close()
+		sess.unbind()
+		_ = raw.Close()
 		return nil, err
 	}
+	sess.unbind()
 	return sess, nil
 }
 
@@ -186,12 +218,24 @@ func (a *xoauth2) Next([]byte) ([]byte, error) {
 	return []byte{}, nil // not nil: an empty response is still sent
 }
 
+// bind closes the session's connection when ctx ends, until unbind.
+func (sess *session) bind(ctx context.Context) {
+	raw := sess.raw
+	sess.unbind = context.AfterFunc(ctx, func() { _ = raw.Close() })
+}
+
 // transact hands msg to the server, from from to rcpt, and returns the
-// text of the server's reply to the end of DATA.
+// text of the server's reply to the end of DATA. On a connection that
+// carried a message before, a failure of MAIL FROM to reach the server or
+// a 421 (the server is closing the connection) is errStale.
 func (sess *session) transact(ctx context.Context, from, rcpt string, msg []byte) (string, error) {
 	if err := sess.client.Mail(from, nil); err != nil {
+		if sess.used && ctx.Err() == nil && (isTransport(err) || isClosing(err)) {
+			return "", errStale
+		}
 		return "", failure(ctx, "MAIL FROM", err)
 	}
+	sess.used = true
 	if err := sess.client.Rcpt(rcpt, nil); err != nil {
 		return "", failure(ctx, "RCPT TO", err)
 	}
@@ -209,17 +253,12 @@ func (sess *session) transact(ctx context.Context, from, rcpt string, msg []byte
 	return resp.StatusText, nil
 }
 
-// quit says QUIT. The server has the message: a failed QUIT changes
-// nothing, and a slow one must not hold the request (and its
-// transaction) until the deadline.
+// quit says QUIT and closes the connection. No message is under way: a
+// failed QUIT changes nothing, and a slow one must not hold a request (and
+// its transaction).
 func (sess *session) quit() {
 	sess.client.CommandTimeout = quitTimeout
 	_ = sess.client.Quit()
-}
-
-// close closes the connection and forgets the context it was bound to.
-func (sess *session) close() {
-	sess.stop()
 	_ = sess.raw.Close()
 }
 
@@ -249,6 +288,13 @@ func (c *conn) Write(b []byte) (int, error) {
 func isReply(err error) bool {
 	_, ok := errors.AsType[*smtp.SMTPError](err)
 	return ok
+}
+
+// isClosing reports whether err is a 421 reply: the server is closing the
+// connection.
+func isClosing(err error) bool {
+	se, ok := errors.AsType[*smtp.SMTPError](err)
+	return ok && se.Code == 421
 }
 
 // isTransport reports whether err is a failure to read or write the
