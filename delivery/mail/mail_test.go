@@ -215,6 +215,35 @@ func TestDeliver(t *testing.T) {
 		require.Equal(t, map[string]string{"text/plain": body}, parseMessage(t, got[0].Data).parts)
 	})
 
+	// MAIL FROM says SMTPUTF8 when an address needs it and the server
+	// offers it; otherwise the addresses go as they are.
+	for _, tt := range []struct {
+		name      string
+		smtpUTF8  bool
+		recipient string
+		want      bool
+	}{
+		{name: "UTF8Address", smtpUTF8: true, recipient: "Zoë <zoë@example.org>", want: true},
+		{name: "UTF8AddressWithoutSMTPUTF8", recipient: "Zoë <zoë@example.org>"},
+		{name: "ASCIIAddress", smtpUTF8: true, recipient: "Zoë <zoe@example.org>"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, serverOptions{smtpUTF8: tt.smtpUTF8})
+			p := newPending("welcome", welcomeData())
+			p.Recipient = tt.recipient
+
+			outcome := b.mailer.Deliver(t.Context(), p)
+			require.Equal(t, delivery.KindDelivered, outcome.Kind(), "%v", outcome)
+			got := b.srv.accepted()
+			require.Len(t, got, 1)
+			addr, err := netmail.ParseAddress(tt.recipient)
+			require.NoError(t, err)
+			require.Equal(t, []string{addr.Address}, got[0].To)
+			require.Equal(t, tt.want, got[0].UTF8)
+		})
+	}
+
 	t.Run("NilData", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, serverOptions{}, func(cfg *mail.Config) {

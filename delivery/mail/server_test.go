@@ -40,6 +40,7 @@ type received struct {
 	TLS      bool     // whether the connection was TLS
 	Username string   // who authenticated, "" when nobody did
 	Accepted bool     // whether the server answered 250
+	UTF8     bool     // whether MAIL FROM said SMTPUTF8
 }
 
 // serverOptions configures a testServer.
@@ -63,6 +64,8 @@ type serverOptions struct {
 	// dataReply is the text of the server's 250 after DATA; empty means
 	// go-smtp's "OK: queued".
 	dataReply string
+	// smtpUTF8 makes the server offer SMTPUTF8.
+	smtpUTF8 bool
 	// perConnection, when positive, is how many messages the server takes
 	// on one connection: it answers the next MAIL with 421, as servers
 	// that limit them do.
@@ -114,6 +117,7 @@ func startServer(t testing.TB, opts serverOptions) *testServer {
 	s := smtp.NewServer(smtp.BackendFunc(srv.newSession))
 	s.Domain = "mx.test"
 	s.AllowInsecureAuth = true // on loopback, as the client allows
+	s.EnableSMTPUTF8 = opts.smtpUTF8
 	s.ErrorLog = log.New(io.Discard, "", 0)
 	s.ReadTimeout = 10 * time.Second // a safety net, never reached by a passing test
 	s.WriteTimeout = 10 * time.Second
@@ -323,6 +327,7 @@ type session struct {
 	tls      bool
 	username string
 	from     string
+	utf8     bool
 	to       []string
 	messages int // accepted on this connection
 }
@@ -372,7 +377,7 @@ func (s *session) Auth(mech string) (sasl.Server, error) {
 	}
 }
 
-func (s *session) Mail(from string, _ *smtp.MailOptions) error {
+func (s *session) Mail(from string, opts *smtp.MailOptions) error {
 	if s.srv.opts.username != "" && s.username == "" {
 		return smtp.ErrAuthRequired
 	}
@@ -382,7 +387,7 @@ func (s *session) Mail(from string, _ *smtp.MailOptions) error {
 	if n := s.srv.opts.perConnection; n > 0 && s.messages >= n {
 		return &smtp.SMTPError{Code: 421, EnhancedCode: smtp.EnhancedCode{4, 7, 0}, Message: "Too many messages on this connection"}
 	}
-	s.from = from
+	s.from, s.utf8 = from, opts.UTF8
 	return nil
 }
 
@@ -407,7 +412,7 @@ func (s *session) Data(r io.Reader) error {
 	accepted := err == nil || errors.As(err, &serr) && serr.Code == 250
 	s.srv.mu.Lock()
 	s.srv.messages = append(s.srv.messages, received{
-		From: s.from, To: slices.Clone(s.to), Data: data, TLS: s.tls, Username: s.username, Accepted: accepted,
+		From: s.from, To: slices.Clone(s.to), Data: data, TLS: s.tls, Username: s.username, Accepted: accepted, UTF8: s.utf8,
 	})
 	s.srv.mu.Unlock()
 	if accepted {
@@ -417,7 +422,7 @@ func (s *session) Data(r io.Reader) error {
 }
 
 func (s *session) Reset() {
-	s.from, s.to = "", nil
+	s.from, s.utf8, s.to = "", false, nil
 }
 
 func (s *session) Logout() error {

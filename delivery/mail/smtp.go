@@ -229,7 +229,14 @@ func (sess *session) bind(ctx context.Context) {
 // carried a message before, a failure of MAIL FROM to reach the server or
 // a 421 (the server is closing the connection) is errStale.
 func (sess *session) transact(ctx context.Context, from, rcpt string, msg []byte) (string, error) {
-	if err := sess.client.Mail(from, nil); err != nil {
+	var opts *smtp.MailOptions
+	if utf8, _ := sess.client.Extension("SMTPUTF8"); utf8 && !isASCII(from+rcpt) {
+		// An address in UTF-8 needs the server's SMTPUTF8 (RFC 6531);
+		// to a server without it, it goes as it is, and the server
+		// decides.
+		opts = &smtp.MailOptions{UTF8: true}
+	}
+	if err := sess.client.Mail(from, opts); err != nil {
 		if sess.used && ctx.Err() == nil && (isTransport(err) || isClosing(err)) {
 			return "", errStale
 		}
@@ -302,6 +309,16 @@ func isClosing(err error) bool {
 func isTransport(err error) bool {
 	_, ok := errors.AsType[net.Error](err)
 	return ok || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || isMalformed(err)
+}
+
+// isASCII reports whether s is all ASCII.
+func isASCII(s string) bool {
+	for i := range len(s) {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
 }
 
 // isLoopbackAddr reports whether addr is a loopback TCP address.
