@@ -61,11 +61,12 @@
 // # What is never in a reason
 //
 // Reasons are stored in the dead row and logged, so they never hold the
-// recipient, the template data, the credentials or the message. A
+// recipient, the template data, the credentials (password or token) or
+// the message. A
 // server's reply text can quote the recipient, so a [*ReplyError] keeps
 // only the command and the codes ("server refused the recipient: 550
-// 5.1.1"); a network failure is described without addresses. The errors a
-// reason wraps (for [errors.Is] and [errors.As]) can hold more: never print
+// 5.1.1"); a network failure is described without addresses; a failure of
+// [Config.TokenFunc] is named, not quoted. The errors a reason wraps (for [errors.Is] and [errors.As]) can hold more: never print
 // them on their own.
 //
 // # Connections
@@ -75,8 +76,8 @@
 // connections to the server. After an accepted message the connection is
 // kept for the next Deliver, which then sends MAIL FROM, RCPT TO and DATA
 // only: up to [Config.MaxIdleConns] connections, each closed after
-// [Config.IdleTimeout] unused, 5 minutes after it was opened, or by
-// [Delivery.Close]. Against the test server on loopback, a message on a
+// [Config.IdleTimeout] unused or by [Delivery.Close], and not kept again
+// once 5 minutes old. Against the test server on loopback, a message on a
 // kept connection takes about a third of the time of one on a new
 // connection in the clear, and a tenth with STARTTLS and AUTH
 // (BenchmarkDeliver); over a network it also saves the round trips of the

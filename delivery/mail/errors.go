@@ -33,13 +33,17 @@ var (
 	// long. Deliver answers Reject.
 	ErrHeaderTooLong = errors.New("mail: header line longer than 998 characters")
 
-	// ErrNoStartTLS: Config.TLS is TLSRequired and the server does not
-	// offer STARTTLS. Deliver answers Retry: a server can be fixed, and a
-	// man in the middle can strip the offer.
+	// ErrNoStartTLS: the server does not offer STARTTLS, which Config.TLS
+	// requires: TLSRequired, or the default to a server that is not on a
+	// loopback address. Deliver answers Retry: a server can be fixed, and
+	// a man in the middle can strip the offer.
 	ErrNoStartTLS = errors.New("mail: server does not offer STARTTLS, which Config.TLS requires")
 
 	// ErrCleartextAuth: the connection is neither TLS nor to a loopback
-	// address, so the credentials are not sent. Deliver answers Retry.
+	// address, so the credentials are not sent. New refuses a Config that
+	// would always do that; it happens when Config.TLS is TLSNone and the
+	// name in Config.Addr, such as "localhost", led to an address that is
+	// not loopback. Deliver answers Retry.
 	ErrCleartextAuth = errors.New("mail: refusing to send credentials over a connection that is neither TLS nor loopback")
 
 	// ErrNoAuthMechanism: credentials are configured and the server offers

@@ -27,8 +27,8 @@ type Delivery struct {
 var _ delivery.Delivery = (*Delivery)(nil)
 
 // New returns a Delivery for cfg, which it validates: Addr, From, the
-// credentials, TLS, Hostname, IdempotencyHeader and Timeout, and every
-// template, which it parses once. The error joins every problem found,
+// credentials, TLS, Hostname, IdempotencyHeader, Timeout and IdleTimeout,
+// and every template, which it parses once. The error joins every problem found,
 // each naming its field. New neither connects to the server nor starts a
 // goroutine.
 func New(cfg *Config) (*Delivery, error) {
