@@ -36,7 +36,7 @@ func New(cfg *Config) (*Delivery, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Delivery{s: s, pool: &pool{max: s.maxIdle, timeout: s.idleTime}}, nil
+	return &Delivery{s: s, pool: &pool{max: s.maxIdle, timeout: s.idleTime, maxAge: maxSessionAge}}, nil
 }
 
 // Close closes the connections d keeps for reuse, waiting for their QUIT

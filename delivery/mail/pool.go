@@ -14,10 +14,12 @@ import (
 const maxSessionAge = 5 * time.Minute
 
 // pool keeps connections between deliveries: at most max idle ones, each
-// closed when idle for timeout. It is safe for concurrent use.
+// closed when idle for timeout, none older than maxAge. It is safe for
+// concurrent use.
 type pool struct {
 	max     int
 	timeout time.Duration
+	maxAge  time.Duration
 
 	mu     sync.Mutex
 	idle   []*session // the most recently used last
@@ -35,8 +37,8 @@ func (p *pool) get() *session {
 	}
 	sess := p.idle[len(p.idle)-1]
 	p.idle = p.idle[:len(p.idle)-1]
-	// Should the timer have fired already, expire finds sess gone and
-	// leaves it alone.
+	// Should the timer have fired already, expire finds sess gone, or
+	// kept again with another timer, and leaves it alone.
 	sess.expired.Stop()
 	return sess
 }
@@ -45,21 +47,24 @@ func (p *pool) get() *session {
 // or says QUIT when the pool is full or closed or sess is too old.
 func (p *pool) put(sess *session) {
 	p.mu.Lock()
-	if p.closed || len(p.idle) >= p.max || time.Since(sess.opened) > maxSessionAge {
+	if p.closed || len(p.idle) >= p.max || time.Since(sess.opened) > p.maxAge {
 		p.mu.Unlock()
 		sess.quit()
 		return
 	}
 	p.idle = append(p.idle, sess)
-	sess.expired = time.AfterFunc(p.timeout, func() { p.expire(sess) })
+	sess.kept++
+	kept := sess.kept
+	sess.expired = time.AfterFunc(p.timeout, func() { p.expire(sess, kept) })
 	p.mu.Unlock()
 }
 
-// expire closes sess, which was idle for p.timeout, unless get took it.
-func (p *pool) expire(sess *session) {
+// expire closes sess, idle for p.timeout since the pool kept it for the
+// kept-th time, unless get took it since.
+func (p *pool) expire(sess *session, kept int) {
 	p.mu.Lock()
 	i := slices.Index(p.idle, sess)
-	if i < 0 {
+	if i < 0 || sess.kept != kept {
 		p.mu.Unlock()
 		return
 	}

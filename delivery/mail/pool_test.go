@@ -179,6 +179,19 @@ func TestDeliverKeepsConnections(t *testing.T) {
 		require.Equal(t, n, b.srv.connections(t))
 	})
 
+	// However busy, a connection is not kept past its maximum age (5
+	// minutes; a nanosecond here) after it was opened.
+	t.Run("NotKeptPastItsAge", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, serverOptions{}, keeping)
+		mail.SetMaxConnAge(b.mailer, time.Nanosecond)
+
+		deliver(t, b)
+		b.srv.waitOpen(t, 0)
+		deliver(t, b)
+		require.Equal(t, 2, b.srv.connections(t))
+	})
+
 	t.Run("ClosesIdleConnections", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, serverOptions{}, func(cfg *mail.Config) { cfg.IdleTimeout = 50 * time.Millisecond })

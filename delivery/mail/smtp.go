@@ -73,15 +73,16 @@ type session struct {
 	raw     net.Conn // the TCP connection, under any TLS
 	conn    *conn    // what the client speaks on
 	client  *smtp.Client
-	tls     bool      // whether the client speaks TLS
-	opened  time.Time // when it was dialled
-	used    bool      // whether a message went out on it
-	unbind  func() bool
+	tls     bool        // whether the client speaks TLS
+	opened  time.Time   // when it was dialled
+	used    bool        // whether the server took a MAIL FROM on it
+	unbind  func() bool // ends bind
+	kept    int         // how many times the pool kept it
 	expired *time.Timer // closes it while the pool keeps it idle
 }
 
-// open dials the server and readies a session for ctx: the session's
-// connection is closed when ctx ends.
+// open dials the server and readies a session, closing its connection
+// should ctx end on the way.
 func (s *settings) open(ctx context.Context) (*session, error) {
 	var dialer net.Dialer
 	raw, err := dialer.DialContext(ctx, "tcp", s.addr)
