@@ -586,21 +586,34 @@ func TestDeliverAuth(t *testing.T) {
 		require.Empty(t, b.srv.received())
 	})
 
-	t.Run("OverSTARTTLSToARemoteServer", func(t *testing.T) {
-		t.Parallel()
-		ip := nonLoopbackIP(t)
-		b := setup(t, serverOptions{listen: net.JoinHostPort(ip, "0"), startTLS: true, username: testUsername, password: testPassword},
-			withCredentials(testPassword), func(cfg *mail.Config) {
+	// Over TLS, STARTTLS or implicit, the credentials go to a server that
+	// is not on loopback.
+	for _, tt := range []struct {
+		name string
+		opts serverOptions
+		mode mail.TLSMode
+	}{
+		{name: "OverSTARTTLSToARemoteServer", opts: serverOptions{startTLS: true}},
+		{name: "OverImplicitTLSToARemoteServer", opts: serverOptions{implicitTLS: true}, mode: mail.TLSImplicit},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			opts := tt.opts
+			opts.listen = net.JoinHostPort(nonLoopbackIP(t), "0")
+			opts.username, opts.password = testUsername, testPassword
+			b := setup(t, opts, withCredentials(testPassword), func(cfg *mail.Config) {
+				cfg.TLS = tt.mode
 				cfg.TLSConfig = &tls.Config{RootCAs: testCertificate().pool, ServerName: "localhost"}
 			})
 
-		outcome := b.mailer.Deliver(t.Context(), newPending("welcome", welcomeData()))
-		require.Equal(t, delivery.KindDelivered, outcome.Kind(), "%v", outcome)
-		got := b.srv.accepted()
-		require.Len(t, got, 1)
-		require.True(t, got[0].TLS)
-		require.Equal(t, testUsername, got[0].Username)
-	})
+			outcome := b.mailer.Deliver(t.Context(), newPending("welcome", welcomeData()))
+			require.Equal(t, delivery.KindDelivered, outcome.Kind(), "%v", outcome)
+			got := b.srv.accepted()
+			require.Len(t, got, 1)
+			require.True(t, got[0].TLS)
+			require.Equal(t, testUsername, got[0].Username)
+		})
+	}
 }
 
 // XOAUTH2 sends Config.Username and a token from Config.TokenFunc, which is
