@@ -1,6 +1,7 @@
 package mail
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -15,24 +16,35 @@ import (
 	"github.com/tidings-go/tidings/delivery/internal/render"
 )
 
-// TimeoutDefault is the default of [Config.Timeout]: how long one exchange
-// with the server may take, from dial to QUIT.
+// TimeoutDefault is the default of [Config.Timeout]: how long one
+// Deliver's exchange with the server may take.
 const TimeoutDefault = 30 * time.Second
 
+// MaxIdleConnsDefault is the default of [Config.MaxIdleConns]: how many
+// connections Deliver keeps open between deliveries.
+const MaxIdleConnsDefault = 4
+
+// IdleTimeoutDefault is the default of [Config.IdleTimeout]: how long a
+// kept connection may stay unused before it is closed.
+const IdleTimeoutDefault = 2 * time.Second
+
 // TLSMode says whether and how the connection to the server is encrypted.
-// The zero value is [TLSOpportunistic].
+// The zero value is [TLSDefault].
 type TLSMode int
 
 const (
-	// TLSOpportunistic, the zero value and default, upgrades the
-	// connection with STARTTLS when the server offers it and sends in the
-	// clear when it does not. Credentials are never sent in the clear to a
-	// server that is not on a loopback address: without STARTTLS such a
-	// send is a [delivery.Retry] with [ErrCleartextAuth].
-	TLSOpportunistic TLSMode = iota
+	// TLSDefault, the zero value and default, is [TLSRequired] for a
+	// server that is not on a loopback address and [TLSNone] for one that
+	// is: traffic to this machine never leaves it, and a relay or a test
+	// server on it seldom has a certificate. The address is the one
+	// dialled, not the name in Config.Addr. Set TLSRequired for a server
+	// on this machine that wants STARTTLS.
+	TLSDefault TLSMode = iota
 	// TLSRequired upgrades the connection with STARTTLS, and answers
 	// [delivery.Retry] with [ErrNoStartTLS] when the server does not offer
-	// it. Use it for a provider's submission port (587).
+	// it: a server can be fixed, and a man in the middle can strip the
+	// offer. Use it, or the default, for a provider's submission port
+	// (587).
 	TLSRequired
 	// TLSImplicit speaks TLS from the first byte (SMTPS, usually port 465).
 	TLSImplicit
@@ -42,12 +54,12 @@ const (
 	TLSNone
 )
 
-// String returns "opportunistic", "required", "implicit", "none", or
+// String returns "default", "required", "implicit", "none", or
 // "TLSMode(n)" for a value outside those.
 func (m TLSMode) String() string {
 	switch m {
-	case TLSOpportunistic:
-		return "opportunistic"
+	case TLSDefault:
+		return "default"
 	case TLSRequired:
 		return "required"
 	case TLSImplicit:
@@ -93,15 +105,33 @@ type Config struct {
 	// or "localhost:25". Required.
 	Addr string
 
-	// Username and Password are the credentials for AUTH PLAIN. Both
-	// empty (the default) means no AUTH; setting one requires the other.
-	// They are sent only over TLS or to a loopback address, as
-	// [net/smtp.PlainAuth] does.
+	// Username and Password are the credentials for AUTH: PLAIN when the
+	// server offers it, else LOGIN. Both empty (the default) means no AUTH,
+	// unless TokenFunc is set; setting one requires the other. They are
+	// sent only over TLS or to a loopback address, and never appear in a
+	// reason.
 	Username string
 	Password string
 
+	// TokenFunc returns an OAuth2 access token for Username, for AUTH
+	// XOAUTH2, the mechanism of Gmail and Microsoft 365. Nil (the
+	// default) means Username and Password; setting it requires Username
+	// (the mailbox, such as "no-reply@example.com") and no Password.
+	//
+	// It is called with Deliver's context each time a connection is
+	// opened, after the server offered XOAUTH2, so it should return a
+	// cached token while that is fresh and a new one before it expires,
+	// as an oauth2.TokenSource does. It must be safe for concurrent use.
+	// An error is a [delivery.Retry] whose reason says that TokenFunc
+	// failed and wraps the error, without its text, which can quote the
+	// token endpoint's answer; log it in TokenFunc to see it. The token
+	// is sent and checked like a password, and never appears in a
+	// reason.
+	TokenFunc func(ctx context.Context) (string, error)
+
 	// TLS says whether and how the connection is encrypted. The zero value
-	// is TLSOpportunistic: STARTTLS when the server offers it.
+	// is TLSDefault: STARTTLS is required unless the server is on a
+	// loopback address.
 	TLS TLSMode
 
 	// TLSConfig configures the TLS client for STARTTLS and TLSImplicit.
@@ -125,10 +155,32 @@ type Config struct {
 	// the Message-ID, derived from the same id, is always set.
 	IdempotencyHeader string
 
-	// Timeout bounds one exchange with the server, from dial to QUIT, on
-	// top of the deadline of the context Deliver gets. Zero means
+	// Timeout bounds one Deliver's exchange with the server, from the
+	// dial (or MAIL FROM, on a kept connection) to the server's answer to
+	// the message, on top of the deadline of the context Deliver gets. A
+	// QUIT that follows takes 2 seconds at most. Zero means
 	// TimeoutDefault; negative is an error.
 	Timeout time.Duration
+
+	// MaxIdleConns is how many connections Deliver keeps open after a
+	// message, for the next deliveries to send on without dialling,
+	// greeting, STARTTLS and AUTH again. Zero means MaxIdleConnsDefault;
+	// negative means none: every Deliver opens and closes its own. A kept
+	// connection is closed after IdleTimeout unused or by
+	// [Delivery.Close], and is not kept again once 5 minutes old; one
+	// that the server closed meanwhile costs a new connection, never the
+	// message. Connections in use are as many as concurrent calls of
+	// Deliver: with more of those than MaxIdleConns, the surplus
+	// connections are closed after their message.
+	MaxIdleConns int
+
+	// IdleTimeout is how long a kept connection may stay unused before it
+	// is closed. Zero means IdleTimeoutDefault, 2 seconds, as Postfix
+	// keeps its own (smtp_connection_cache_time_limit): long enough for
+	// the requests of a batch to share connections, short enough not to
+	// hold a server's connection slots between batches. Negative is an
+	// error.
+	IdleTimeout time.Duration
 
 	// Templates holds the messages the application can send, by name. At
 	// least one is required. New parses each once; a template that does not
@@ -156,12 +208,15 @@ type settings struct {
 	host       string // of addr
 	username   string
 	password   string
+	tokenFunc  func(context.Context) (string, error)
 	tlsMode    TLSMode
 	tlsConfig  *tls.Config
 	from       *mail.Address
 	hostname   string
 	idemHeader string
 	timeout    time.Duration
+	maxIdle    int
+	idleTime   time.Duration
 	templates  map[string]*parsedTemplate
 }
 
@@ -183,6 +238,7 @@ func (cfg *Config) validate() (*settings, error) {
 		addr:       cfg.Addr,
 		username:   cfg.Username,
 		password:   cfg.Password,
+		tokenFunc:  cfg.TokenFunc,
 		tlsMode:    cfg.TLS,
 		idemHeader: cfg.IdempotencyHeader,
 		timeout:    cfg.Timeout,
@@ -200,12 +256,17 @@ func (cfg *Config) validate() (*settings, error) {
 		s.host = host
 	}
 
-	if (cfg.Username == "") != (cfg.Password == "") {
+	switch {
+	case cfg.TokenFunc != nil && cfg.Password != "":
+		fail("Config.Password and Config.TokenFunc are both set: set one")
+	case cfg.TokenFunc != nil && cfg.Username == "":
+		fail("Config.TokenFunc is set without Config.Username, the mailbox the token is for")
+	case cfg.TokenFunc == nil && (cfg.Username == "") != (cfg.Password == ""):
 		fail("Config.Username and Config.Password must be set together")
 	}
 
 	switch cfg.TLS {
-	case TLSOpportunistic, TLSRequired, TLSImplicit:
+	case TLSDefault, TLSRequired, TLSImplicit:
 		if cfg.TLSConfig != nil {
 			s.tlsConfig = cfg.TLSConfig.Clone()
 		} else {
@@ -219,7 +280,7 @@ func (cfg *Config) validate() (*settings, error) {
 			fail("Config.TLSConfig is set but Config.TLS is TLSNone")
 		}
 		if cfg.Username != "" && s.host != "" && !isLoopbackHost(s.host) {
-			fail("Config.TLS is TLSNone and Config.Addr is not a loopback address: refusing to send Config.Username and Config.Password in the clear")
+			fail("Config.TLS is TLSNone and Config.Addr is not a loopback address: refusing to send the credentials in the clear")
 		}
 	default:
 		fail("Config.TLS is %s, not one of the TLSMode constants", cfg.TLS)
@@ -257,6 +318,21 @@ func (cfg *Config) validate() (*settings, error) {
 		fail("Config.Timeout is negative: %s", cfg.Timeout)
 	case cfg.Timeout == 0:
 		s.timeout = TimeoutDefault
+	}
+
+	switch {
+	case cfg.MaxIdleConns == 0:
+		s.maxIdle = MaxIdleConnsDefault
+	case cfg.MaxIdleConns > 0:
+		s.maxIdle = cfg.MaxIdleConns
+	}
+	switch {
+	case cfg.IdleTimeout < 0:
+		fail("Config.IdleTimeout is negative: %s", cfg.IdleTimeout)
+	case cfg.IdleTimeout == 0:
+		s.idleTime = IdleTimeoutDefault
+	default:
+		s.idleTime = cfg.IdleTimeout
 	}
 
 	if len(cfg.Templates) == 0 {

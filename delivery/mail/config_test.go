@@ -1,7 +1,9 @@
 package mail_test
 
 import (
+	"context"
 	"crypto/tls"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +12,11 @@ import (
 
 	"github.com/tidings-go/tidings/delivery/mail"
 )
+
+// token is a Config.TokenFunc that New accepts; it is never called.
+func token(context.Context) (string, error) {
+	return "", errors.New("token called")
+}
 
 // validConfig returns a Config New accepts.
 func validConfig() *mail.Config {
@@ -34,16 +41,22 @@ func TestNew(t *testing.T) {
 			"CredentialsRemoteTLS": func(c *mail.Config) {
 				c.Addr, c.TLS, c.Username, c.Password = "smtp.example.com:587", mail.TLSRequired, "u", "p"
 			},
-			"Implicit":               func(c *mail.Config) { c.Addr, c.TLS = "smtp.example.com:465", mail.TLSImplicit },
-			"ServiceName":            func(c *mail.Config) { c.Addr = "smtp.example.com:submission" },
-			"Hostname":               func(c *mail.Config) { c.Hostname = "mailer-1.example.com" },
-			"HostnameLiteral":        func(c *mail.Config) { c.Hostname = "[192.0.2.1]" },
-			"IdempotencyHeader":      func(c *mail.Config) { c.IdempotencyHeader = "Resend-Idempotency-Key" },
-			"Timeout":                func(c *mail.Config) { c.Timeout = time.Second },
-			"AddressOnlyFrom":        func(c *mail.Config) { c.From = "no-reply@example.com" },
-			"TextOnlyTemplate":       func(c *mail.Config) { c.Templates["t"] = mail.Template{Subject: "s", Text: "t"} },
-			"HTMLOnlyTemplate":       func(c *mail.Config) { c.Templates["h"] = mail.Template{Subject: "s", HTML: "<p>h</p>"} },
-			"TLSConfigOpportunistic": func(c *mail.Config) { c.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS13} },
+			"TokenFunc": func(c *mail.Config) {
+				c.Addr, c.Username, c.TokenFunc = "smtp.gmail.com:587", "no-reply@example.com", token
+			},
+			"Implicit":          func(c *mail.Config) { c.Addr, c.TLS = "smtp.example.com:465", mail.TLSImplicit },
+			"ServiceName":       func(c *mail.Config) { c.Addr = "smtp.example.com:submission" },
+			"Hostname":          func(c *mail.Config) { c.Hostname = "mailer-1.example.com" },
+			"HostnameLiteral":   func(c *mail.Config) { c.Hostname = "[192.0.2.1]" },
+			"IdempotencyHeader": func(c *mail.Config) { c.IdempotencyHeader = "Resend-Idempotency-Key" },
+			"Timeout":           func(c *mail.Config) { c.Timeout = time.Second },
+			"MaxIdleConns":      func(c *mail.Config) { c.MaxIdleConns = 16 },
+			"NoKeptConnections": func(c *mail.Config) { c.MaxIdleConns = -1 },
+			"IdleTimeout":       func(c *mail.Config) { c.IdleTimeout = time.Minute },
+			"AddressOnlyFrom":   func(c *mail.Config) { c.From = "no-reply@example.com" },
+			"TextOnlyTemplate":  func(c *mail.Config) { c.Templates["t"] = mail.Template{Subject: "s", Text: "t"} },
+			"HTMLOnlyTemplate":  func(c *mail.Config) { c.Templates["h"] = mail.Template{Subject: "s", HTML: "<p>h</p>"} },
+			"TLSConfigDefault":  func(c *mail.Config) { c.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS13} },
 		} {
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
@@ -78,7 +91,24 @@ func TestNew(t *testing.T) {
 			func(c *mail.Config) {
 				c.Addr, c.TLS, c.Username, c.Password = "smtp.example.com:25", mail.TLSNone, "u", "p"
 			},
-			"mail: Config.TLS is TLSNone and Config.Addr is not a loopback address: refusing to send Config.Username and Config.Password in the clear",
+			"mail: Config.TLS is TLSNone and Config.Addr is not a loopback address: refusing to send the credentials in the clear",
+		},
+		{
+			"TokenInTheClear",
+			func(c *mail.Config) {
+				c.Addr, c.TLS, c.Username, c.TokenFunc = "smtp.example.com:25", mail.TLSNone, "u", token
+			},
+			"mail: Config.TLS is TLSNone and Config.Addr is not a loopback address: refusing to send the credentials in the clear",
+		},
+		{
+			"TokenFuncAndPassword",
+			func(c *mail.Config) { c.Username, c.Password, c.TokenFunc = "u", "p", token },
+			"mail: Config.Password and Config.TokenFunc are both set: set one",
+		},
+		{
+			"TokenFuncWithoutUsername",
+			func(c *mail.Config) { c.TokenFunc = token },
+			"mail: Config.TokenFunc is set without Config.Username, the mailbox the token is for",
 		},
 		{"UnknownTLSMode", func(c *mail.Config) { c.TLS = mail.TLSMode(9) }, "mail: Config.TLS is TLSMode(9), not one of the TLSMode constants"},
 		{
@@ -98,6 +128,7 @@ func TestNew(t *testing.T) {
 		{"InvalidHeader", func(c *mail.Config) { c.IdempotencyHeader = "Idempotency Key:" }, `mail: Config.IdempotencyHeader "Idempotency Key:" is not a header name`},
 		{"OwnHeader", func(c *mail.Config) { c.IdempotencyHeader = "message-id" }, `mail: Config.IdempotencyHeader "message-id" is a header the message sets itself`},
 		{"NegativeTimeout", func(c *mail.Config) { c.Timeout = -time.Second }, "mail: Config.Timeout is negative: -1s"},
+		{"NegativeIdleTimeout", func(c *mail.Config) { c.IdleTimeout = -time.Second }, "mail: Config.IdleTimeout is negative: -1s"},
 		{"NoTemplates", func(c *mail.Config) { c.Templates = nil }, "mail: Config.Templates is empty: register at least one template"},
 		{
 			"EmptyTemplateName",
@@ -171,6 +202,8 @@ func TestNew(t *testing.T) {
 		})
 		require.Empty(t, b.cfg.TLSConfig.ServerName)
 		require.Zero(t, b.cfg.Timeout)
+		require.Zero(t, b.cfg.MaxIdleConns)
+		require.Zero(t, b.cfg.IdleTimeout)
 		require.Empty(t, b.cfg.Hostname)
 
 		b.cfg.Templates["welcome"] = mail.Template{Subject: "changed", Text: "changed"}
@@ -188,11 +221,11 @@ func TestNew(t *testing.T) {
 func TestTLSModeString(t *testing.T) {
 	t.Parallel()
 	for mode, want := range map[mail.TLSMode]string{
-		mail.TLSOpportunistic: "opportunistic",
-		mail.TLSRequired:      "required",
-		mail.TLSImplicit:      "implicit",
-		mail.TLSNone:          "none",
-		mail.TLSMode(-1):      "TLSMode(-1)",
+		mail.TLSDefault:  "default",
+		mail.TLSRequired: "required",
+		mail.TLSImplicit: "implicit",
+		mail.TLSNone:     "none",
+		mail.TLSMode(-1): "TLSMode(-1)",
 	} {
 		t.Run(want, func(t *testing.T) {
 			t.Parallel()

@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"net/textproto"
-	"os"
-	"regexp"
 	"strconv"
+	"strings"
+
+	"github.com/emersion/go-smtp"
 
 	"github.com/tidings-go/tidings/delivery/internal/neterr"
 	"github.com/tidings-go/tidings/delivery/internal/render"
@@ -32,18 +33,23 @@ var (
 	// long. Deliver answers Reject.
 	ErrHeaderTooLong = errors.New("mail: header line longer than 998 characters")
 
-	// ErrNoStartTLS: Config.TLS is TLSRequired and the server does not
-	// offer STARTTLS. Deliver answers Retry: a server can be fixed, and a
-	// man in the middle can strip the offer.
+	// ErrNoStartTLS: the server does not offer STARTTLS, which Config.TLS
+	// requires: TLSRequired, or the default to a server that is not on a
+	// loopback address. Deliver answers Retry: a server can be fixed, and
+	// a man in the middle can strip the offer.
 	ErrNoStartTLS = errors.New("mail: server does not offer STARTTLS, which Config.TLS requires")
 
 	// ErrCleartextAuth: the connection is neither TLS nor to a loopback
-	// address, so the credentials are not sent. Deliver answers Retry.
+	// address, so the credentials are not sent. New refuses a Config that
+	// would always do that; it happens when Config.TLS is TLSNone and the
+	// name in Config.Addr, such as "localhost", led to an address that is
+	// not loopback. Deliver answers Retry.
 	ErrCleartextAuth = errors.New("mail: refusing to send credentials over a connection that is neither TLS nor loopback")
 
-	// ErrNoAuthPlain: credentials are configured and the server does not
-	// offer AUTH PLAIN. Deliver answers Retry.
-	ErrNoAuthPlain = errors.New("mail: server does not offer AUTH PLAIN")
+	// ErrNoAuthMechanism: credentials are configured and the server offers
+	// no AUTH mechanism for them: neither PLAIN nor LOGIN for a password,
+	// no XOAUTH2 for Config.TokenFunc. Deliver answers Retry.
+	ErrNoAuthMechanism = errors.New("mail: server offers no AUTH mechanism for the configured credentials")
 )
 
 // TemplateError is the reason of a request whose template did not render:
@@ -72,8 +78,11 @@ func prefixed(err error) error {
 	return err
 }
 
-// ReplyError is the reason of a send the server answered with a failure:
-// Deliver answers Retry for a 4xx code and Reject for a 5xx code.
+// ReplyError is the reason of a send the server answered with a failure.
+// Deliver answers Reject when the reply is [ReplyError.Permanent], such as
+// "550 5.1.1" (no such user) at RCPT TO, and Retry otherwise, such as
+// "451 4.3.0"; and Retry for any refusal of AUTH, whose cause is the
+// Config and not the request.
 //
 // Its text is the command, the code and the enhanced status code, as in
 // "mail: server refused the recipient: 550 5.1.1". It never holds the
@@ -92,10 +101,10 @@ type ReplyError struct {
 // Error says what the server deferred or refused, with the codes.
 func (e *ReplyError) Error() string {
 	verb := "answered"
-	switch e.Code / 100 {
-	case 4:
+	switch {
+	case e.Temporary():
 		verb = "deferred"
-	case 5:
+	case e.Permanent():
 		verb = "refused"
 	}
 	var object string
@@ -121,26 +130,27 @@ func (e *ReplyError) Error() string {
 }
 
 // Temporary reports whether the server said to try again later: a 4xx
-// code.
+// code, or a 4.x.x enhanced code whatever the code. RFC 3463 has the two
+// agree; when they do not, the request is better tried again than lost.
 func (e *ReplyError) Temporary() bool {
-	return e.Code/100 == 4
+	return e.Code/100 == 4 || strings.HasPrefix(e.EnhancedCode, "4.")
 }
 
-// Permanent reports whether the server refused for good: a 5xx code.
+// Permanent reports whether the server refused for good: a 5xx code with
+// a 5.x.x enhanced code or none, such as "550 5.1.1" (no such user) or
+// "554 5.7.1" (refused by policy).
 func (e *ReplyError) Permanent() bool {
-	return e.Code/100 == 5
+	return e.Code/100 == 5 && !e.Temporary()
 }
-
-// enhancedCodePattern matches an enhanced status code at the start of a
-// reply's text.
-var enhancedCodePattern = regexp.MustCompile(`^([245]\.\d{1,3}\.\d{1,3})(?:\s|$)`)
 
 // newReplyError keeps the codes of a server's reply to command and drops
 // its text.
-func newReplyError(command string, e *textproto.Error) *ReplyError {
+func newReplyError(command string, e *smtp.SMTPError) *ReplyError {
 	r := &ReplyError{Command: command, Code: e.Code}
-	if m := enhancedCodePattern.FindStringSubmatch(e.Msg); m != nil {
-		r.EnhancedCode = m[1]
+	// The client reads an enhanced code at the start of any reply; only
+	// one of RFC 3463's classes is one.
+	if c := e.EnhancedCode; (c[0] == 2 || c[0] == 4 || c[0] == 5) && 0 <= c[1] && c[1] <= 999 && 0 <= c[2] && c[2] <= 999 {
+		r.EnhancedCode = strconv.Itoa(c[0]) + "." + strconv.Itoa(c[1]) + "." + strconv.Itoa(c[2])
 	}
 	return r
 }
@@ -160,13 +170,8 @@ func (e *reasonError) Unwrap() error { return e.err }
 // *ReplyError for a server's answer, the context's cause when ctx ended,
 // and otherwise a description of the network failure without addresses.
 func failure(ctx context.Context, step string, err error) error {
-	if te, ok := errors.AsType[*textproto.Error](err); ok {
-		return newReplyError(step, te)
-	}
-	if _, ok := ctx.Deadline(); ok && errors.Is(err, os.ErrDeadlineExceeded) {
-		// Every deadline of the connection is the context's: it ends
-		// within moments, and its cause says more than "i/o timeout".
-		<-ctx.Done()
+	if se, ok := errors.AsType[*smtp.SMTPError](err); ok {
+		return newReplyError(step, se)
 	}
 	if ctx.Err() != nil {
 		cause := context.Cause(ctx)
@@ -179,11 +184,16 @@ func failure(ctx context.Context, step string, err error) error {
 		}
 		return &reasonError{msg: "mail: " + step + ": " + what, err: cause}
 	}
-	var tperr textproto.ProtocolError
-	if errors.As(err, &tperr) {
+	if isMalformed(err) {
 		return &reasonError{msg: "mail: " + step + ": malformed reply from the server", err: err}
 	}
 	return &reasonError{msg: "mail: " + step + ": " + neterr.Describe(err, "server", "exchange"), err: err}
+}
+
+// isMalformed reports whether err says the server's reply did not parse.
+func isMalformed(err error) bool {
+	_, ok := errors.AsType[textproto.ProtocolError](err)
+	return ok || errors.Is(err, smtp.ErrTooLongLine)
 }
 
 // timeoutError is the cause of a context that Config.Timeout ended.

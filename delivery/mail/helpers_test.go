@@ -56,7 +56,7 @@ type testBundle struct {
 
 // setup starts a server with opts and a Delivery for it, with the test
 // templates, after configure changed the Config.
-func setup(t *testing.T, opts serverOptions, configure ...func(*mail.Config)) *testBundle {
+func setup(t testing.TB, opts serverOptions, configure ...func(*mail.Config)) *testBundle {
 	t.Helper()
 	srv := startServer(t, opts)
 	cfg := &mail.Config{
@@ -69,6 +69,8 @@ func setup(t *testing.T, opts serverOptions, configure ...func(*mail.Config)) *t
 	}
 	mailer, err := mail.New(cfg)
 	require.NoError(t, err)
+	// Before the server stops, which waits for every connection to end.
+	t.Cleanup(func() { require.NoError(t, mailer.Close()) })
 	return &testBundle{srv: srv, cfg: cfg, mailer: mailer}
 }
 

@@ -14,18 +14,21 @@ import (
 // Delivery sends a request as an email through one SMTP server: a
 // [delivery.Delivery] for the channel that carries email addresses.
 //
-// A Delivery is immutable and safe for concurrent use: every Deliver
-// renders its own message and opens, and closes, its own connection. It
-// holds no resources between calls, so there is nothing to close.
+// A Delivery is safe for concurrent use. Every Deliver renders its own
+// message and sends it on a connection of its own, which it keeps open
+// afterwards for the next Deliver, up to [Config.MaxIdleConns]
+// connections for [Config.IdleTimeout] each. [Delivery.Close] closes them
+// at once; without it they close when idle.
 type Delivery struct {
-	s *settings
+	s    *settings
+	pool *pool
 }
 
 var _ delivery.Delivery = (*Delivery)(nil)
 
 // New returns a Delivery for cfg, which it validates: Addr, From, the
-// credentials, TLS, Hostname, IdempotencyHeader and Timeout, and every
-// template, which it parses once. The error joins every problem found,
+// credentials, TLS, Hostname, IdempotencyHeader, Timeout and IdleTimeout,
+// and every template, which it parses once. The error joins every problem found,
 // each naming its field. New neither connects to the server nor starts a
 // goroutine.
 func New(cfg *Config) (*Delivery, error) {
@@ -33,7 +36,16 @@ func New(cfg *Config) (*Delivery, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Delivery{s: s}, nil
+	return &Delivery{s: s, pool: &pool{max: s.maxIdle, timeout: s.idleTime, maxAge: maxSessionAge}}, nil
+}
+
+// Close closes the connections d keeps for reuse, waiting for their QUIT
+// (2 seconds at most each), and keeps none from then on: a Deliver after
+// Close opens and closes its own connection. Call it when the dispatcher
+// that uses d has stopped. It returns nil.
+func (d *Delivery) Close() error {
+	d.pool.close()
+	return nil
 }
 
 // Deliver renders the template p names with p.Data, and sends the message
@@ -46,11 +58,20 @@ func New(cfg *Config) (*Delivery, error) {
 //     message: p.Recipient is not an email address ([ErrInvalidRecipient]),
 //     the template is unknown ([ErrUnknownTemplate]) or needs a value p.Data
 //     does not carry ([*TemplateError]);
-//   - [delivery.Reject] with a [*ReplyError] when the server answered 5xx;
-//   - [delivery.Retry] when it answered 4xx (a [*ReplyError]), when the
-//     connection failed or timed out, when ctx ended, or when the server
-//     lacks what the Config requires ([ErrNoStartTLS], [ErrCleartextAuth],
-//     [ErrNoAuthPlain]).
+//   - [delivery.Reject] with a [*ReplyError] when the server refused the
+//     sender, the recipient or the message for good
+//     ([ReplyError.Permanent]: a 5xx code with a 5.x.x enhanced code or
+//     none, such as "550 5.1.1" for an unknown recipient);
+//   - [delivery.Retry] with a [*ReplyError] when the server deferred
+//     anything (a 4xx code or a 4.x.x enhanced code) or refused the
+//     credentials: a refused AUTH says nothing about the request, and the
+//     request goes out once the credentials are fixed, or with a fresh
+//     token (Postfix's smtp_sasl_auth_soft_bounce defers for the same
+//     reason);
+//   - [delivery.Retry] when the connection failed or timed out, when ctx
+//     ended, or when the server lacks what the Config requires
+//     ([ErrNoStartTLS], [ErrCleartextAuth], [ErrNoAuthMechanism]), or
+//     when Config.TokenFunc failed.
 //
 // The exchange ends at ctx's deadline or after Config.Timeout, whichever
 // comes first.
@@ -75,9 +96,9 @@ func (d *Delivery) Deliver(ctx context.Context, p delivery.Pending) delivery.Out
 		return delivery.Reject(err)
 	}
 
-	reply, err := d.s.send(ctx, to.Address, msg)
+	reply, err := d.send(ctx, to.Address, msg)
 	if err != nil {
-		if re, ok := errors.AsType[*ReplyError](err); ok && re.Permanent() {
+		if re, ok := errors.AsType[*ReplyError](err); ok && re.Permanent() && re.Command != "AUTH" {
 			return delivery.Reject(err)
 		}
 		return delivery.Retry(err)

@@ -14,6 +14,7 @@ import (
 	"math/big"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -39,15 +40,23 @@ type received struct {
 	TLS      bool     // whether the connection was TLS
 	Username string   // who authenticated, "" when nobody did
 	Accepted bool     // whether the server answered 250
+	UTF8     bool     // whether MAIL FROM said SMTPUTF8
 }
 
 // serverOptions configures a testServer.
 type serverOptions struct {
 	// listen is where to listen: "127.0.0.1:0" when empty.
 	listen string
-	// username and password, when set, are required: the server offers
-	// AUTH PLAIN and refuses MAIL before it.
+	// username, when set, is required: the server offers AUTH with
+	// mechanisms and refuses MAIL before it. PLAIN and LOGIN take
+	// username and password, XOAUTH2 username and a token that tokenOK
+	// accepts.
 	username, password string
+	// mechanisms are the AUTH mechanisms the server offers, in order:
+	// sasl.Plain, sasl.Login or "XOAUTH2". Empty means PLAIN alone.
+	mechanisms []string
+	// tokenOK says whether an XOAUTH2 token is good; nil refuses them all.
+	tokenOK func(token string) bool
 	// startTLS makes the server offer STARTTLS with testCertificate.
 	startTLS bool
 	// implicitTLS makes the server speak TLS from the first byte.
@@ -55,6 +64,12 @@ type serverOptions struct {
 	// dataReply is the text of the server's 250 after DATA; empty means
 	// go-smtp's "OK: queued".
 	dataReply string
+	// smtpUTF8 makes the server offer SMTPUTF8.
+	smtpUTF8 bool
+	// perConnection, when positive, is how many messages the server takes
+	// on one connection: it answers the next MAIL with 421, as servers
+	// that limit them do.
+	perConnection int
 }
 
 // testServer is a real SMTP server (emersion/go-smtp) on a loopback port
@@ -72,13 +87,17 @@ type testServer struct {
 
 	mu         sync.Mutex
 	messages   []received
+	auths      []authAttempt
 	failPhase  string
 	failErr    *smtp.SMTPError
 	stallPhase string
+	release    chan struct{} // closed to end a stall before the test ends
+	open       int           // sessions open now
+	opened     chan struct{} // closed and replaced when open changes
 }
 
 // startServer starts a testServer for t.
-func startServer(t *testing.T, opts serverOptions) *testServer {
+func startServer(t testing.TB, opts serverOptions) *testServer {
 	t.Helper()
 	if opts.listen == "" {
 		opts.listen = "127.0.0.1:0"
@@ -93,10 +112,12 @@ func startServer(t *testing.T, opts serverOptions) *testServer {
 		lis:     lis,
 		stall:   make(chan struct{}),
 		stalled: make(chan string, 16),
+		opened:  make(chan struct{}),
 	}
 	s := smtp.NewServer(smtp.BackendFunc(srv.newSession))
 	s.Domain = "mx.test"
 	s.AllowInsecureAuth = true // on loopback, as the client allows
+	s.EnableSMTPUTF8 = opts.smtpUTF8
 	s.ErrorLog = log.New(io.Discard, "", 0)
 	s.ReadTimeout = 10 * time.Second // a safety net, never reached by a passing test
 	s.WriteTimeout = 10 * time.Second
@@ -115,17 +136,18 @@ func startServer(t *testing.T, opts serverOptions) *testServer {
 	}()
 	t.Cleanup(func() {
 		close(srv.stall)
-		// Shutdown waits for every connection's goroutine; Close is the
-		// fallback should a client never hang up.
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := s.Shutdown(ctx); err != nil {
-			_ = s.Close()
-		}
-		// Shutdown closes only the listeners Serve registered: Serve may
-		// not have started yet.
+		// Serve returns before Shutdown starts: Serve counts every
+		// connection it accepts in a WaitGroup that Shutdown waits on,
+		// and counting during the wait is a race.
 		_ = lis.Close()
 		<-serveDone
+		// Shutdown waits for every connection's goroutine. Its other
+		// error is closing the listener again.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := s.Shutdown(ctx); errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("a client still had a connection open to the test server 5s after the test")
+		}
 	})
 	return srv
 }
@@ -139,18 +161,55 @@ func (s *testServer) failAt(phase string, code int, enhanced smtp.EnhancedCode, 
 	s.failErr = &smtp.SMTPError{Code: code, EnhancedCode: enhanced, Message: text}
 }
 
+// succeed makes the server answer as it does by default again, after
+// failAt.
+func (s *testServer) succeed() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failPhase, s.failErr = "", nil
+}
+
 // stallAt makes the server stall at phase until the test ends, sending
 // the phase to s.stalled when it starts.
 func (s *testServer) stallAt(phase string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.stallPhase = phase
+	s.stallPhase, s.release = phase, nil
+}
+
+// whenStalled makes the server stall at phase, and calls f once a
+// session stalls there, unless the test ends first.
+func (s *testServer) whenStalled(t testing.TB, phase string, f func()) {
+	s.stallAt(phase)
+	go func() {
+		select {
+		case <-s.stalled:
+			f()
+		case <-t.Context().Done():
+		}
+	}()
+}
+
+// holdAt is stallAt until release is called, which lets every session
+// held at phase go on, and no later one stall.
+func (s *testServer) holdAt(phase string) (release func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch := make(chan struct{})
+	s.stallPhase, s.release = phase, ch
+	return func() {
+		s.mu.Lock()
+		s.stallPhase = ""
+		s.mu.Unlock()
+		close(ch)
+	}
 }
 
 // at is called when a session reaches phase: it stalls or fails as told.
 func (s *testServer) at(phase string) error {
 	s.mu.Lock()
 	stall := s.stallPhase == phase
+	release := s.release
 	var err error
 	if s.failPhase == phase {
 		err = s.failErr
@@ -161,10 +220,49 @@ func (s *testServer) at(phase string) error {
 		case s.stalled <- phase:
 		default:
 		}
-		<-s.stall
-		return &smtp.SMTPError{Code: 421, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "Shutting down"}
+		select {
+		case <-release:
+		case <-s.stall:
+			return &smtp.SMTPError{Code: 421, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "Shutting down"}
+		}
 	}
 	return err
+}
+
+// closeConnections closes the server's end of every connection it
+// accepted, as a server does with connections idle for too long.
+func (s *testServer) closeConnections() {
+	s.lis.closeAll()
+}
+
+// sessionOpened counts a session in, or out when delta is -1.
+func (s *testServer) sessionOpened(delta int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.open += delta
+	close(s.opened)
+	s.opened = make(chan struct{})
+}
+
+// waitOpen waits until the server has n sessions open: connections that
+// said EHLO and have not ended.
+func (s *testServer) waitOpen(t testing.TB, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	for {
+		s.mu.Lock()
+		open, opened := s.open, s.opened
+		s.mu.Unlock()
+		if open == n {
+			return
+		}
+		select {
+		case <-opened:
+		case <-ctx.Done():
+			require.FailNowf(t, "sessions open", "waited 5s for the server to have %d sessions open; it has %d", n, open)
+		}
+	}
 }
 
 // received returns the messages that reached DATA so far.
@@ -172,6 +270,20 @@ func (s *testServer) received() []received {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.messages)
+}
+
+// authAttempt is one AUTH command a testServer answered.
+type authAttempt struct {
+	Mechanism string
+	Secret    string // the password or the token; "" when none came
+	OK        bool   // whether the server accepted it
+}
+
+// authAttempts returns every AUTH command so far, in order.
+func (s *testServer) authAttempts() []authAttempt {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.auths)
 }
 
 // accepted returns the messages the server answered 250 to.
@@ -189,7 +301,7 @@ func (s *testServer) accepted() []received {
 // than its own probe. It dials a probe and waits until the server accepted
 // it: connections are accepted in order, so any connection a client made
 // before is counted.
-func (s *testServer) connections(t *testing.T) int {
+func (s *testServer) connections(t testing.TB) int {
 	t.Helper()
 	var d net.Dialer
 	probe, err := d.DialContext(t.Context(), "tcp", s.addr)
@@ -205,6 +317,7 @@ func (s *testServer) newSession(c *smtp.Conn) (smtp.Session, error) {
 		return nil, err
 	}
 	_, isTLS := c.TLSConnectionState()
+	s.sessionOpened(1)
 	return &session{srv: s, tls: isTLS}, nil
 }
 
@@ -214,39 +327,67 @@ type session struct {
 	tls      bool
 	username string
 	from     string
+	utf8     bool
 	to       []string
+	messages int // accepted on this connection
 }
 
 var _ smtp.AuthSession = (*session)(nil)
 
 func (s *session) AuthMechanisms() []string {
-	if s.srv.opts.username == "" {
+	switch {
+	case s.srv.opts.username == "":
 		return nil
+	case len(s.srv.opts.mechanisms) == 0:
+		return []string{sasl.Plain}
+	default:
+		return s.srv.opts.mechanisms
 	}
-	return []string{sasl.Plain}
 }
 
 func (s *session) Auth(mech string) (sasl.Server, error) {
-	if mech != sasl.Plain || s.srv.opts.username == "" {
+	if !slices.Contains(s.AuthMechanisms(), mech) {
 		return nil, smtp.ErrAuthUnknownMechanism
 	}
-	return sasl.NewPlainServer(func(_, username, password string) error {
-		if username != s.srv.opts.username || password != s.srv.opts.password {
+	// check records the attempt, and accepts it when ok.
+	check := func(username, secret string, ok bool) error {
+		ok = ok && username == s.srv.opts.username
+		s.srv.mu.Lock()
+		s.srv.auths = append(s.srv.auths, authAttempt{Mechanism: mech, Secret: secret, OK: ok})
+		s.srv.mu.Unlock()
+		if !ok {
 			return smtp.ErrAuthFailed
 		}
 		s.username = username
 		return nil
-	}), nil
+	}
+	switch mech {
+	case sasl.Plain:
+		return sasl.NewPlainServer(func(_, username, password string) error {
+			return check(username, password, password == s.srv.opts.password)
+		}), nil
+	case sasl.Login:
+		return &loginServer{check: func(username, password string) error {
+			return check(username, password, password == s.srv.opts.password)
+		}}, nil
+	default:
+		return &xoauth2Server{check: func(username, token string) error {
+			return check(username, token, s.srv.opts.tokenOK != nil && s.srv.opts.tokenOK(token))
+		}}, nil
+	}
 }
 
-func (s *session) Mail(from string, _ *smtp.MailOptions) error {
+func (s *session) Mail(from string, opts *smtp.MailOptions) error {
 	if s.srv.opts.username != "" && s.username == "" {
 		return smtp.ErrAuthRequired
 	}
 	if err := s.srv.at(phaseMail); err != nil {
 		return err
 	}
-	s.from = from
+	if n := s.srv.opts.perConnection; n > 0 && s.messages >= n {
+		return &smtp.SMTPError{Code: 421, EnhancedCode: smtp.EnhancedCode{4, 7, 0}, Message: "Too many messages on this connection"}
+	}
+	s.from, s.utf8 = from, opts.UTF8
 	return nil
 }
 
@@ -271,26 +412,82 @@ func (s *session) Data(r io.Reader) error {
 	accepted := err == nil || errors.As(err, &serr) && serr.Code == 250
 	s.srv.mu.Lock()
 	s.srv.messages = append(s.srv.messages, received{
-		From: s.from, To: slices.Clone(s.to), Data: data, TLS: s.tls, Username: s.username, Accepted: accepted,
+		From: s.from, To: slices.Clone(s.to), Data: data, TLS: s.tls, Username: s.username, Accepted: accepted, UTF8: s.utf8,
 	})
 	s.srv.mu.Unlock()
+	if accepted {
+		s.messages++
+	}
 	return err
 }
 
 func (s *session) Reset() {
-	s.from, s.to = "", nil
+	s.from, s.utf8, s.to = "", false, nil
 }
 
 func (s *session) Logout() error {
+	s.srv.sessionOpened(-1)
 	return nil
 }
 
-// recordingListener records the remote address of every connection it
-// accepts.
+// loginServer is the server side of AUTH LOGIN, which go-sasl no longer
+// has: it asks for the username unless the client sent it with the
+// command, then for the password.
+type loginServer struct {
+	check    func(username, password string) error
+	username *string
+}
+
+func (a *loginServer) Next(response []byte) ([]byte, bool, error) {
+	switch {
+	case a.username == nil && response == nil:
+		return []byte("Username:"), false, nil
+	case a.username == nil:
+		username := string(response)
+		a.username = &username
+		return []byte("Password:"), false, nil
+	default:
+		return nil, true, a.check(*a.username, string(response))
+	}
+}
+
+// xoauth2Server is the server side of AUTH XOAUTH2 as Gmail speaks it: a
+// token it refuses gets a challenge that says why, in JSON, and the
+// failure after the client's empty response.
+type xoauth2Server struct {
+	check   func(username, token string) error
+	refused error // the failure to send after the challenge
+}
+
+func (a *xoauth2Server) Next(response []byte) ([]byte, bool, error) {
+	switch {
+	case a.refused != nil:
+		if len(response) != 0 {
+			return nil, true, errors.New("a response to the error challenge that is not empty")
+		}
+		return nil, true, a.refused
+	case response == nil:
+		return []byte{}, false, nil // ask for the initial response
+	}
+	user, rest, ok1 := strings.Cut(string(response), "\x01auth=Bearer ")
+	token, ok2 := strings.CutSuffix(rest, "\x01\x01")
+	username, ok3 := strings.CutPrefix(user, "user=")
+	if !ok1 || !ok2 || !ok3 {
+		return nil, true, errors.New("not an XOAUTH2 initial response")
+	}
+	if err := a.check(username, token); err != nil {
+		a.refused = err
+		return []byte(`{"status":"401","schemes":"bearer","scope":"https://mail.google.com/"}`), false, nil
+	}
+	return nil, true, nil
+}
+
+// recordingListener records every connection it accepts.
 type recordingListener struct {
 	net.Listener
 
 	mu      sync.Mutex
+	conns   []net.Conn
 	remotes []string
 	changed chan struct{} // closed and replaced on every accept
 }
@@ -301,11 +498,21 @@ func (l *recordingListener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	l.mu.Lock()
+	l.conns = append(l.conns, c)
 	l.remotes = append(l.remotes, c.RemoteAddr().String())
 	close(l.changed)
 	l.changed = make(chan struct{})
 	l.mu.Unlock()
 	return c, nil
+}
+
+// closeAll closes every connection the listener accepted.
+func (l *recordingListener) closeAll() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, c := range l.conns {
+		_ = c.Close()
+	}
 }
 
 // waitFor waits until the listener accepted a connection from remote, and

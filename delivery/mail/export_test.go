@@ -1,0 +1,9 @@
+package mail
+
+import "time"
+
+// SetMaxConnAge sets how long d keeps a connection after it was opened,
+// instead of 5 minutes.
+func SetMaxConnAge(d *Delivery, age time.Duration) {
+	d.pool.maxAge = age
+}
