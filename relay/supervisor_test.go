@@ -343,7 +343,8 @@ func TestSuperviseRejectsBadConfig(t *testing.T) {
 	}
 	require.ErrorIs(t, relay.Supervise(t.Context(), db, &relay.Config{Module: module}, nil), relay.ErrNoSink)
 	err := relay.Supervise(t.Context(), db, &relay.Config{Module: module, Schema: "not_migrated"}, newRecorder(nil))
-	require.ErrorContains(t, err, "read outbox not_migrated")
+	require.ErrorIs(t, err, relay.ErrNotMigrated)
+	require.ErrorContains(t, err, `schema "not_migrated" has no outbox table; run tidings.Migrate`)
 }
 
 // A relay whose lease ran out must not overwrite what a later hand decided.
