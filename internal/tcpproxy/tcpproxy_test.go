@@ -12,6 +12,7 @@ import (
 
 	"github.com/tidings-go/tidings/internal/pgtest"
 	"github.com/tidings-go/tidings/internal/tcpproxy"
+	"github.com/tidings-go/tidings/internal/testwait"
 )
 
 func TestMain(m *testing.M) {
@@ -171,7 +172,8 @@ func TestStalledConnectionsAreReleasedWhenTheTestEnds(t *testing.T) {
 		_ = c.Close()
 		done <- err
 	}()
-	time.Sleep(50 * time.Millisecond)
+	require.Eventually(t, func() bool { return proxy.Held() > 0 }, 10*time.Second, time.Millisecond,
+		"the ping is stalled before the test ends")
 }
 
 // A transaction's COMMIT, cut just before the server gets it, rolls back;
@@ -193,7 +195,8 @@ func TestCutOnQueryCommit(t *testing.T) {
 			require.NoError(t, err)
 			require.False(t, fired(t, trap), "not at BEGIN or INSERT")
 			require.Error(t, tx.Commit(), "the client never hears the answer")
-			require.True(t, fired(t, trap))
+			// The proxy closes the client before it marks the trap fired.
+			testwait.Recv(t, trap, "the trap to fire")
 			// The server ends the session when it reads the end of its input;
 			// then the transaction is settled either way.
 			require.Eventually(t, func() bool { return b.proxy.Open() == 0 }, 10*time.Second, 5*time.Millisecond)
@@ -228,7 +231,7 @@ func TestCutOnQueryExtended(t *testing.T) {
 			require.NoError(t, c.PingContext(t.Context()))
 			_, err := c.ExecContext(t.Context(), insert, 1)
 			require.Error(t, err)
-			require.True(t, fired(t, trap))
+			testwait.Recv(t, trap, "the trap to fire")
 			require.Eventually(t, func() bool { return b.proxy.Open() == 0 }, 10*time.Second, 5*time.Millisecond)
 			require.Equal(t, tc.rows, b.rows(t))
 		})
