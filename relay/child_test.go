@@ -18,6 +18,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tidings-go/tidings/internal/testwait"
 	"github.com/tidings-go/tidings/relay"
 )
 
@@ -32,10 +33,14 @@ const (
 // run out for real.
 const childLease = 3 * time.Second
 
+// childMaxHands is the child relay's MaxHands.
+const childMaxHands = 3
+
 // runChild runs the child relay when the variables say so, and reports
 // whether it did. Its sink prints "handed <id> done" or "handed <id> held"
-// for every record: it answers every other one Done and holds the rest
-// until the process is killed.
+// for every record of kind order.placed: it answers every other one Done
+// and holds the rest until the process is killed. A record of kind
+// "poison" kills the process (exit status 3); one of kind "plain" is Done.
 func runChild() bool {
 	dsn := os.Getenv(envChildDSN)
 	if dsn == "" {
@@ -51,6 +56,12 @@ func runChild() bool {
 	var mu sync.Mutex
 	n := 0
 	sink := relay.SinkFunc(func(ctx context.Context, rec relay.Record) relay.Result {
+		switch rec.Kind {
+		case "poison":
+			os.Exit(3)
+		case "plain":
+			return relay.Done()
+		}
 		mu.Lock()
 		n++
 		hold := n%2 == 0
@@ -64,7 +75,7 @@ func runChild() bool {
 	})
 	err = relay.Supervise(ctx, db, &relay.Config{
 		Module: module, Schema: os.Getenv(envChildSchema), ListenDSN: dsn,
-		BatchSize: 10, Concurrency: 10, HandTimeout: childLease - time.Second, Lease: childLease,
+		BatchSize: 10, Concurrency: 10, HandTimeout: childLease - time.Second, Lease: childLease, MaxHands: childMaxHands,
 	}, sink)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -129,4 +140,71 @@ func TestG2CrashMidBatchLosesNothing(t *testing.T) {
 			require.Equal(t, 1, sink.handsOf(id), "a record the child never handed is handed once")
 		}
 	}
+}
+
+// G10: a record that kills its relay's process every time it is handed is
+// dead after MaxHands hands, counted across the restarts in the claims'
+// own commits; the relay that claims it once more marks it dead and goes
+// on with the rest. (Records in flight with it when it kills the process
+// lose a hand each time too, as they would under any crash.)
+func TestG10PoisonThatKillsTheProcessIsDeadAcrossRestarts(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	poison, err := b.ob.Stage(t.Context(), b.db, relay.Message{Module: module, Kind: "poison", Payload: payload(0)})
+	require.NoError(t, err)
+
+	// Restart the relay each time the poison kills it, as a service's
+	// supervisor would, until the poison is dead.
+	crashes := 0
+	dead := func() bool { return b.count(t, "failed_at IS NOT NULL") > 0 }
+	for !dead() {
+		require.LessOrEqual(t, crashes, childMaxHands, "the poison is still not dead")
+		child := exec.Command(os.Args[0], "-test.run=^$")
+		child.Env = append(os.Environ(), envChildDSN+"="+b.config(t).ListenDSN, envChildSchema+"="+b.schema)
+		child.Stderr = os.Stderr
+		require.NoError(t, child.Start())
+		exited := make(chan error, 1)
+		go func() { exited <- child.Wait() }()
+		deadline := time.After(testwait.Within)
+	wait:
+		for {
+			select {
+			case err := <-exited:
+				var exit *exec.ExitError
+				require.ErrorAs(t, err, &exit)
+				require.Equal(t, 3, exit.ExitCode(), "killed by the poison")
+				crashes++
+				break wait
+			case <-time.After(20 * time.Millisecond):
+				if dead() { // this child marked it dead instead of handing it
+					_ = child.Process.Kill()
+					<-exited
+					break wait
+				}
+			case <-deadline:
+				_ = child.Process.Kill()
+				<-exited
+				t.Fatalf("waited %s for the child relay to hand the poison", testwait.Within)
+			}
+		}
+	}
+	st, err := b.ob.Status(t.Context(), b.db, poison)
+	require.NoError(t, err)
+	require.Equal(t, relay.StateDead, st.State)
+	require.Contains(t, st.Reason, fmt.Sprintf("handed %d times without being settled, more than MaxHands (%d)", childMaxHands+1, childMaxHands))
+	require.Equal(t, childMaxHands, crashes, "one crash per hand, each hand counted although the process died")
+
+	// The relay that marked it dead goes on with the rest.
+	child := exec.Command(os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), envChildDSN+"="+b.config(t).ListenDSN, envChildSchema+"="+b.schema)
+	child.Stderr = os.Stderr
+	require.NoError(t, child.Start())
+	t.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
+	msgs := make([]relay.Message, 5)
+	for i := range msgs {
+		msgs[i] = relay.Message{Module: module, Kind: "plain", Payload: payload(i + 1)}
+	}
+	_, err = b.ob.StageBatch(t.Context(), b.db, msgs)
+	require.NoError(t, err)
+	b.eventually(t, "kind = 'plain' AND processed_at IS NOT NULL", 5, 20*time.Second)
 }
