@@ -261,8 +261,12 @@ func TestSupervise(t *testing.T) {
 		started := make(chan struct{}, 10)
 		sink := newRecorder(func(ctx context.Context, rec relay.Record) relay.Result {
 			started <- struct{}{}
-			<-release
-			return relay.Done()
+			select {
+			case <-release:
+				return relay.Done()
+			case <-ctx.Done(): // cancelled before the grace period ended
+				return relay.Retry(0, context.Cause(ctx))
+			}
 		})
 		cfg := b.config(t)
 		cfg.Concurrency = 2
