@@ -247,17 +247,13 @@ func requireDelivers(t *testing.T, schema string) {
 	db := pgtest.DB(t) // the application role: DML only
 	const module = "tools"
 
-	ob, err := relay.NewOutbox(&relay.OutboxConfig{Schema: schema})
+	client, err := notification.NewClient(db, &notification.ClientConfig{Schema: schema})
 	require.NoError(t, err)
-	msg, err := notification.Request{Channel: "mail", Recipient: "someone@example.com", Template: "welcome"}.Message(module)
-	require.NoError(t, err)
-	id, err := ob.Stage(ctx, db, msg)
+	id, err := client.Stage(ctx, db, module, notification.Request{Channel: "mail", Recipient: "someone@example.com", Template: "welcome"})
 	require.NoError(t, err)
 
 	mail := recording.New()
-	d, err := notification.NewDispatcher(db, &notification.Config{
-		Consumer:   "tools_notify",
-		Schema:     schema,
+	d, err := notification.NewDispatcher(&notification.Config{
 		Deliveries: map[string]delivery.Delivery{"mail": mail},
 	})
 	require.NoError(t, err)
@@ -271,7 +267,7 @@ func requireDelivers(t *testing.T, schema string) {
 
 	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	st, err := d.Wait(waitCtx, id)
+	st, err := client.Wait(waitCtx, id)
 	require.NoError(t, err)
 	require.Equal(t, relay.StateProcessed, st.State, "%+v", st)
 	require.Equal(t, 1, mail.Count(id))

@@ -111,8 +111,8 @@ func secNameEntries(handed *atomic.Int64) []secNameEntry {
 		cfg.SweepInterval = time.Hour
 		return relay.Supervise(ctx, db, &cfg, sink)
 	}
-	dispatcher := func(b secNameBundle, cfg notification.Config) error {
-		_, err := notification.NewDispatcher(b.db, &cfg)
+	dispatcher := func(cfg notification.Config) error {
+		_, err := notification.NewDispatcher(&cfg)
 		return err
 	}
 	return []secNameEntry{
@@ -162,20 +162,23 @@ func secNameEntries(handed *atomic.Int64) []secNameEntry {
 				_, err := inbox.Once(ctx, b.db, name, uuid.Must(uuid.NewV7()))
 				return err
 			}},
-		{entry: "notification.Config.Consumer", field: "Consumer", sentinel: notification.ErrConfig,
-			call: func(_ context.Context, b secNameBundle, name string) error {
-				return dispatcher(b, notification.Config{Consumer: name, Schema: b.schema,
-					Deliveries: map[string]delivery.Delivery{"mail": secAnyDelivery}})
+		{entry: "notification.Config.Consumer", field: "Consumer", sentinel: notification.ErrConfig, emptyIsDefault: true,
+			call: func(_ context.Context, _ secNameBundle, name string) error {
+				return dispatcher(notification.Config{Consumer: name, Deliveries: map[string]delivery.Delivery{"mail": secAnyDelivery}})
 			}},
 		{entry: "notification.Config.Deliveries channel", field: "Deliveries channel", sentinel: notification.ErrConfig,
-			call: func(_ context.Context, b secNameBundle, name string) error {
-				return dispatcher(b, notification.Config{Consumer: "hr_notify", Schema: b.schema,
-					Deliveries: map[string]delivery.Delivery{name: secAnyDelivery}})
+			call: func(_ context.Context, _ secNameBundle, name string) error {
+				return dispatcher(notification.Config{Deliveries: map[string]delivery.Delivery{name: secAnyDelivery}})
 			}},
-		{entry: "notification.Config.Schema", field: "schema", sentinel: notification.ErrConfig, emptyIsDefault: true,
+		{entry: "notification.ClientConfig.Schema", field: "schema", sentinel: notification.ErrConfig, emptyIsDefault: true,
 			call: func(_ context.Context, b secNameBundle, name string) error {
-				return dispatcher(b, notification.Config{Consumer: "hr_notify", Schema: name,
-					Deliveries: map[string]delivery.Delivery{"mail": secAnyDelivery}})
+				_, err := notification.NewClient(b.db, &notification.ClientConfig{Schema: name})
+				return err
+			}},
+		{entry: "notification.ClientConfig.Consumer", field: "Consumer", sentinel: notification.ErrConfig, emptyIsDefault: true,
+			call: func(_ context.Context, b secNameBundle, name string) error {
+				_, err := notification.NewClient(b.db, &notification.ClientConfig{Consumer: name})
+				return err
 			}},
 		{entry: "notification.Request.Message Channel", field: "Channel", sentinel: notification.ErrInvalidRequest,
 			call: func(_ context.Context, _ secNameBundle, name string) error {
@@ -431,11 +434,11 @@ func FuzzNames(f *testing.F) {
 		check("relay.NewOutbox", "schema", nil, true, err)
 		_, err = inbox.New(name)
 		check("inbox.New", "schema", nil, true, err)
-		_, err = notification.NewDispatcher(nil, &notification.Config{Consumer: "c", Schema: name, Deliveries: deliveries})
-		check("notification.Config.Schema", "schema", notification.ErrConfig, true, err)
-		_, err = notification.NewDispatcher(nil, &notification.Config{Consumer: name, Deliveries: deliveries})
-		check("notification.Config.Consumer", "Consumer", notification.ErrConfig, false, err)
-		_, err = notification.NewDispatcher(nil, &notification.Config{Consumer: "c",
+		_, err = notification.NewClient(nil, &notification.ClientConfig{Schema: name})
+		check("notification.ClientConfig.Schema", "schema", notification.ErrConfig, true, err)
+		_, err = notification.NewDispatcher(&notification.Config{Consumer: name, Deliveries: deliveries})
+		check("notification.Config.Consumer", "Consumer", notification.ErrConfig, true, err)
+		_, err = notification.NewDispatcher(&notification.Config{Consumer: "c",
 			Deliveries: map[string]delivery.Delivery{name: secAnyDelivery}})
 		check("notification.Config.Deliveries", "Deliveries channel", notification.ErrConfig, false, err)
 		_, err = notification.Request{Channel: name, Recipient: "r"}.Message("m")
@@ -897,7 +900,7 @@ func TestLeastPrivilege(t *testing.T) {
 	// bookkeeping of migrations is none of the relay's business.
 	_, err := admin.ExecContext(t.Context(), `REVOKE ALL ON `+pq.QuoteIdentifier(schema)+`.migrations FROM `+pq.QuoteIdentifier(role))
 	require.NoError(t, err)
-	app, dsn := pgtest.Open(t), pgtest.URL(t)
+	app, dsn := pgtest.Open(t, 10), pgtest.URL(t)
 
 	var user string
 	var super, createDB, createRole bool
@@ -930,8 +933,10 @@ func TestLeastPrivilege(t *testing.T) {
 	require.NoError(t, err)
 	mail := recording.New()
 	mail.ScriptRecipient("bounces@example.com", delivery.Reject(errors.New("mailbox does not exist")))
-	d, err := notification.NewDispatcher(app, &notification.Config{Consumer: "app_notify", Schema: schema,
+	d, err := notification.NewDispatcher(&notification.Config{Consumer: "app_notify",
 		Deliveries: map[string]delivery.Delivery{"mail": mail}})
+	require.NoError(t, err)
+	client, err := notification.NewClient(app, &notification.ClientConfig{Schema: schema, Consumer: "app_notify"})
 	require.NoError(t, err)
 
 	var logs secLog
@@ -951,7 +956,7 @@ func TestLeastPrivilege(t *testing.T) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
 		defer cancel()
-		st, err := d.Wait(ctx, id)
+		st, err := client.Wait(ctx, id)
 		require.NoError(t, err)
 		return st
 	}
@@ -991,10 +996,10 @@ func TestLeastPrivilege(t *testing.T) {
 	require.Equal(t, relay.StateProcessed, wait(bounced).State, "re-emitted, and delivered this time")
 	require.Equal(t, 2, mail.Count(bounced))
 
-	st, err = d.Status(t.Context(), later)
+	st, err = client.Status(t.Context(), later)
 	require.NoError(t, err)
 	require.Equal(t, relay.StatePending, st.State)
-	st, err = d.Cancel(t.Context(), later)
+	st, err = client.Cancel(t.Context(), later)
 	require.NoError(t, err)
 	require.Equal(t, relay.StateCancelled, st.State)
 

@@ -19,6 +19,7 @@ import (
 	"github.com/tidings-go/tidings/internal/ledger"
 	"github.com/tidings-go/tidings/internal/pgtemp"
 	"github.com/tidings-go/tidings/internal/pgtest"
+	"github.com/tidings-go/tidings/internal/testwait"
 	"github.com/tidings-go/tidings/notification"
 	"github.com/tidings-go/tidings/relay"
 	"github.com/tidings-go/tidings/retrypolicy"
@@ -77,10 +78,9 @@ func relayConfig(schema, listenDSN string) relay.Config {
 
 // dispatcherConfig is the dispatcher of every test: one channel whose
 // delivery posts to the provider, and retries 200 ms apart.
-func dispatcherConfig(schema string, client *ledger.Client) notification.Config {
+func dispatcherConfig(client *ledger.Client) notification.Config {
 	return notification.Config{
 		Consumer:        consumer,
-		Schema:          schema,
 		Deliveries:      map[string]delivery.Delivery{channel: providerDelivery(client)},
 		Policy:          retrypolicy.Policy{BaseDelay: 200 * time.Millisecond, MaxDelay: time.Second},
 		DeliveryTimeout: 2 * time.Second,
@@ -99,13 +99,14 @@ func providerDelivery(client *ledger.Client) delivery.Func {
 	}
 }
 
-// stamped hands each record to sink with the time its hand began, which
-// the delivery passes on to the provider: the start of the window in which
-// a fault can make the provider see the request again.
-func stamped(sink relay.Sink) relay.Sink {
-	return relay.SinkFunc(func(ctx context.Context, rec relay.Record) relay.Result {
-		return sink.Handle(ledger.WithHandStart(ctx, time.Now().Round(0)), rec)
-	})
+// stamped is the dispatcher handing each batch with the time its hand
+// began, which the delivery passes on to the provider: the start of the
+// window in which a fault can doom the claim's transaction and make the
+// provider see a request again.
+type stamped struct{ *notification.Dispatcher }
+
+func (s stamped) HandleBatch(ctx context.Context, b *relay.Batch) {
+	s.Dispatcher.HandleBatch(ledger.WithHandStart(ctx, time.Now().Round(0)), b)
 }
 
 // withParams returns the connection string raw with the query parameters
@@ -213,18 +214,18 @@ func (b testBundle) runRelay(t *testing.T, cfg relay.Config) (stop func()) {
 	// A connection per hand, kept open (see child).
 	db.SetMaxOpenConns(cfg.Concurrency + 8)
 	db.SetMaxIdleConns(cfg.Concurrency + 8)
-	dcfg := dispatcherConfig(b.schema, b.client)
-	d, err := notification.NewDispatcher(db, &dcfg)
+	dcfg := dispatcherConfig(b.client)
+	d, err := notification.NewDispatcher(&dcfg)
 	require.NoError(t, err)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- relay.Supervise(ctx, db, &cfg, stamped(d)) }()
+	go func() { done <- relay.Supervise(ctx, db, &cfg, stamped{d}) }()
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {
 			cancel()
-			require.NoError(t, <-done)
+			require.NoError(t, testwait.Recv(t, done, "the relay to stop"))
 		})
 	}
 	t.Cleanup(stop)

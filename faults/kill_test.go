@@ -61,15 +61,15 @@ func child(ctx context.Context, dsn, schema, providerURL string) error {
 	db.SetMaxIdleConns(childConcurrency + 8)
 	client := ledger.NewClient(providerURL)
 	defer client.Close()
-	dcfg := dispatcherConfig(schema, client)
-	d, err := notification.NewDispatcher(db, &dcfg)
+	dcfg := dispatcherConfig(client)
+	d, err := notification.NewDispatcher(&dcfg)
 	if err != nil {
 		return err
 	}
 	cfg := relayConfig(schema, dsn)
 	cfg.Concurrency = childConcurrency
 	cfg.BatchSize = childConcurrency
-	return relay.Supervise(ctx, db, &cfg, stamped(d))
+	return relay.Supervise(ctx, db, &cfg, stamped{d})
 }
 
 // childProcess is one run of the child relay.

@@ -179,9 +179,8 @@ func BenchmarkDispatcherDrain(b *testing.B) {
 	for range b.N {
 		d := newBenchDrain(b, db, drainRequests)
 		mail := recording.New()
-		disp, err := notification.NewDispatcher(db, &notification.Config{
+		disp, err := notification.NewDispatcher(&notification.Config{
 			Consumer:   consumer,
-			Schema:     d.schema,
 			Deliveries: map[string]delivery.Delivery{"mail": mail},
 		})
 		require.NoError(b, err)

@@ -54,7 +54,7 @@ func runChild() bool {
 		<-ctx.Done()
 		return delivery.Retry(ctx.Err())
 	})
-	d, err := notification.NewDispatcher(db, &notification.Config{Consumer: consumer, Schema: schema,
+	d, err := notification.NewDispatcher(&notification.Config{Consumer: consumer,
 		Deliveries: map[string]delivery.Delivery{"mail": accepting}})
 	if err == nil {
 		err = relay.Supervise(ctx, db, &relay.Config{Module: module, Schema: schema, ListenDSN: dsn,

@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tidings-go/tidings/delivery"
-	"github.com/tidings-go/tidings/internal/pgtest"
 	"github.com/tidings-go/tidings/internal/testwait"
 	"github.com/tidings-go/tidings/notification"
 	"github.com/tidings-go/tidings/relay"
@@ -81,7 +80,7 @@ func TestDispatcher(t *testing.T) {
 				slow := newBlocked()
 				cfg := b.config()
 				cfg.Deliveries = map[string]delivery.Delivery{"mail": slow}
-				d := b.dispatcher(t, cfg)
+				d := b.prepared(t, cfg)
 				id := b.stage(t, mailTo("a@example.com"))[0]
 				rec := relay.Record{ID: id, Module: module, Kind: notification.Kind,
 					Payload: must(mailTo("a@example.com").Message(module)).Payload}
@@ -251,19 +250,20 @@ func TestNewDispatcherRejectsBadConfig(t *testing.T) {
 		mutate func(*notification.Config)
 		want   string
 	}{
-		"NoConsumer":   {func(c *notification.Config) { c.Consumer = "" }, "Consumer is empty"},
 		"BadConsumer":  {func(c *notification.Config) { c.Consumer = "HR" }, "Consumer"},
 		"NoDeliveries": {func(c *notification.Config) { c.Deliveries = nil }, "Deliveries is empty"},
 		"BadChannel":   {func(c *notification.Config) { c.Deliveries = map[string]delivery.Delivery{"E-Mail": b.mail} }, "Deliveries channel"},
 		"NilDelivery":  {func(c *notification.Config) { c.Deliveries = map[string]delivery.Delivery{"mail": nil} }, `Deliveries["mail"] is nil`},
 		"BadPolicy":    {func(c *notification.Config) { c.Policy.MaxAttempts = -1 }, "MaxAttempts"},
 		"BadTimeout":   {func(c *notification.Config) { c.DeliveryTimeout = -time.Second }, "DeliveryTimeout is negative"},
-		"BadSchema":    {func(c *notification.Config) { c.Schema = "a;b" }, "schema"},
-		"BadLimit":     {func(c *notification.Config) { c.ChannelLimit = -1 }, "ChannelLimit is negative"},
+		"CommitOfNoChannel": {func(c *notification.Config) {
+			c.Commit = map[string]notification.Commit{"fax": notification.CommitShared}
+		}, `Commit["fax"] names no channel`},
+		"BadCommit": {func(c *notification.Config) { c.Commit = map[string]notification.Commit{"mail": 7} }, `Commit["mail"] is 7`},
 	} {
 		cfg := b.config()
 		tc.mutate(&cfg)
-		_, err := notification.NewDispatcher(b.db, &cfg)
+		_, err := notification.NewDispatcher(&cfg)
 		require.ErrorIs(t, err, notification.ErrConfig, name)
 		require.ErrorContains(t, err, tc.want, name)
 	}
@@ -337,62 +337,4 @@ func waitCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-func TestDeliveryWritesInTheClaimsTransaction(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
-	// The application's own table, migrated by the owner like the others.
-	admin := pgtest.AdminDB(t)
-	_, err := admin.ExecContext(t.Context(), `CREATE TABLE "`+b.schema+`".feed (id uuid PRIMARY KEY)`)
-	require.NoError(t, err)
-	pgtest.Grant(t, admin, b.schema)
-	cfg := b.config()
-	answers := []delivery.Outcome{delivery.Retry(errors.New("later")), delivery.Delivered()}
-	cfg.Deliveries["mail"] = delivery.Func(func(ctx context.Context, p delivery.Pending) delivery.Outcome {
-		tx, ok := delivery.TxFrom(ctx)
-		if !ok {
-			return delivery.Reject(errors.New("no transaction"))
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO "`+b.schema+`".feed (id) VALUES ($1)`, p.ID); err != nil {
-			return delivery.Retry(err)
-		}
-		return answers[p.Attempt-1]
-	})
-	b.run(t, b.dispatcher(t, cfg))
-	id := b.stage(t, mailTo("a@example.com"))[0]
-	require.Equal(t, relay.StateProcessed, b.waitSettled(t, id).State)
-	var n int
-	require.NoError(t, b.db.QueryRowContext(t.Context(), `SELECT count(*) FROM "`+b.schema+`".feed`).Scan(&n))
-	require.Equal(t, 1, n, "the write of the retried attempt rolled back with its claim")
-}
-
-// The attempt count lives on the row: a restart (or another instance)
-// continues it rather than starting over.
-func TestAttemptsSurviveARestart(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
-	cfg := b.config()
-	cfg.Policy.BaseDelay = time.Hour // no second attempt in this process
-	cfg.Deliveries = map[string]delivery.Delivery{"mail": delivery.Func(func(context.Context, delivery.Pending) delivery.Outcome {
-		return delivery.Retry(errors.New("provider down"))
-	})}
-	ctx, stop := context.WithCancel(t.Context())
-	rcfg := b.relayConfig(t)
-	done := make(chan error, 1)
-	go func() { done <- relay.Supervise(ctx, b.db, &rcfg, b.dispatcher(t, cfg)) }()
-	id := b.stage(t, mailTo("a@example.com"))[0]
-	require.Eventually(t, func() bool { return b.status(t, id).Attempts == 1 }, 10*time.Second, time.Millisecond)
-	stop()
-	require.NoError(t, <-done)
-	// The hour passes.
-	_, err := b.db.ExecContext(t.Context(), `UPDATE "`+b.schema+`".outbox SET available_at = now() WHERE id = $1`, id)
-	require.NoError(t, err)
-
-	// A new process: the second attempt is attempt 2.
-	b.run(t, b.dispatcher(t, b.config()))
-	got, err := b.mail.Wait(waitCtx(t), 1)
-	require.NoError(t, err)
-	require.Equal(t, 2, got[0].Attempt)
-	require.Equal(t, relay.StateProcessed, b.waitSettled(t, id).State)
 }

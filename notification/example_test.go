@@ -43,25 +43,31 @@ func ExampleStageBatch() {
 }
 
 // A reminder 15 minutes before a booking ends, cancelled if the booking is.
-func ExampleDispatcher_Cancel() {
+// An API process needs only a Client: no deliveries, no relay.
+func ExampleClient_Cancel() {
 	ctx, db := exampleSetup()
+	c, err := notification.NewClient(db, nil)
+	if err != nil {
+		panic(err)
+	}
 	ends := time.Now().Add(2 * time.Hour)
-	id, err := notification.Stage(ctx, db, "bookings", notification.Request{
+	id, err := c.Stage(ctx, db, "bookings", notification.Request{
 		Channel: "push", Recipient: "ExponentPushToken[xxxx]", Template: "ending_soon",
 		NotBefore: ends.Add(-15 * time.Minute),
 	})
 	if err != nil {
 		panic(err)
 	}
-	d := exampleDispatcher(db)
-	st, err := d.Cancel(ctx, id)
+	st, err := c.Cancel(ctx, id)
 	if err != nil {
 		panic(err)
 	}
 	fmt.Println(st.State) // cancelled, or the state it had already reached
 }
 
-// A service main: the dispatcher is the relay's sink.
+// A service main: the dispatcher is the relay's sink. The pool, the schema
+// and the module are named once, for the relay; the dispatcher takes them
+// from it.
 func ExampleNewDispatcher() {
 	dsn := os.Getenv("DATABASE_URL")
 	db, err := sql.Open("postgres", dsn)
@@ -80,8 +86,7 @@ func ExampleNewDispatcher() {
 		// provider as its idempotency key.
 		return delivery.Delivered()
 	})
-	d, err := notification.NewDispatcher(db, &notification.Config{
-		Consumer:   "bookings_notify",
+	d, err := notification.NewDispatcher(&notification.Config{
 		Deliveries: map[string]delivery.Delivery{"mail": mail},
 	})
 	if err != nil {
@@ -93,16 +98,19 @@ func ExampleNewDispatcher() {
 }
 
 // Ask how a staged request went, waiting until it is settled.
-func ExampleDispatcher_Wait() {
+func ExampleClient_Wait() {
 	ctx, db := exampleSetup()
-	d := exampleDispatcher(db)
-	id, err := notification.Stage(ctx, db, "bookings", notification.Request{Channel: "mail", Recipient: "driver@example.com"})
+	c, err := notification.NewClient(db, nil)
+	if err != nil {
+		panic(err)
+	}
+	id, err := c.Stage(ctx, db, "bookings", notification.Request{Channel: "mail", Recipient: "driver@example.com"})
 	if err != nil {
 		panic(err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	st, err := d.Wait(ctx, id)
+	st, err := c.Wait(ctx, id)
 	switch {
 	case err != nil:
 		fmt.Println("still", st.State, "after", st.Attempts, "attempts; last error:", st.LastError)
@@ -119,15 +127,4 @@ func exampleSetup() (context.Context, *sql.DB) {
 		panic(err)
 	}
 	return context.Background(), db
-}
-
-func exampleDispatcher(db *sql.DB) *notification.Dispatcher {
-	d, err := notification.NewDispatcher(db, &notification.Config{
-		Consumer:   "bookings_notify",
-		Deliveries: map[string]delivery.Delivery{"mail": delivery.Func(func(context.Context, delivery.Pending) delivery.Outcome { return delivery.Delivered() })},
-	})
-	if err != nil {
-		panic(err)
-	}
-	return d
 }

@@ -28,6 +28,7 @@ type testBundle struct {
 	db     *sql.DB
 	schema string
 	ob     *relay.Outbox
+	client *notification.Client
 	mail   *recording.Delivery
 	sms    *recording.Delivery
 }
@@ -37,7 +38,10 @@ func setup(t *testing.T) testBundle {
 	schema := pgtest.Schema(t, tidings.Migrate)
 	ob, err := relay.NewOutbox(&relay.OutboxConfig{Schema: schema})
 	require.NoError(t, err)
-	return testBundle{db: pgtest.DB(t), schema: schema, ob: ob, mail: recording.New(), sms: recording.New()}
+	db := pgtest.DB(t)
+	client, err := notification.NewClient(db, &notification.ClientConfig{Schema: schema, Consumer: consumer})
+	require.NoError(t, err)
+	return testBundle{db: db, schema: schema, ob: ob, client: client, mail: recording.New(), sms: recording.New()}
 }
 
 // config is a dispatcher Config with the bundle's deliveries and a policy
@@ -45,7 +49,6 @@ func setup(t *testing.T) testBundle {
 func (b testBundle) config() notification.Config {
 	return notification.Config{
 		Consumer:   consumer,
-		Schema:     b.schema,
 		Deliveries: map[string]delivery.Delivery{"mail": b.mail, "sms": b.sms},
 		Policy:     retrypolicy.Policy{BaseDelay: 50 * time.Millisecond, RandFunc: func() float64 { return 0 }},
 	}
@@ -53,14 +56,19 @@ func (b testBundle) config() notification.Config {
 
 func (b testBundle) dispatcher(t *testing.T, cfg notification.Config) *notification.Dispatcher {
 	t.Helper()
-	return b.dispatcherOn(t, b.db, cfg)
+	d, err := notification.NewDispatcher(&cfg)
+	require.NoError(t, err)
+	return d
 }
 
-// dispatcherOn is dispatcher on a pool of the test's own.
-func (b testBundle) dispatcherOn(t *testing.T, db *sql.DB, cfg notification.Config) *notification.Dispatcher {
+// prepared is a dispatcher prepared as the bundle's relay would, for tests
+// that hand it records themselves.
+func (b testBundle) prepared(t *testing.T, cfg notification.Config) *notification.Dispatcher {
 	t.Helper()
-	d, err := notification.NewDispatcher(db, &cfg)
-	require.NoError(t, err)
+	d := b.dispatcher(t, cfg)
+	rc := b.relayConfig(t)
+	rc.MaxHands = relay.MaxHandsDefault
+	require.NoError(t, d.Prepare(t.Context(), b.db, rc))
 	return d
 }
 
@@ -154,24 +162,35 @@ func (b testBundle) claims(t *testing.T, id uuid.UUID) int {
 	return n
 }
 
-// blocked is a delivery that signals when it is called and answers what
-// the test sends it.
+// blocked is a delivery that signals when it is called (the first 100
+// calls) and answers what the test sends it, or Retry when its context
+// ends.
 type blocked struct {
 	mu      sync.Mutex
 	calls   int
+	running int
 	started chan delivery.Pending
 	answer  chan delivery.Outcome
 }
 
 func newBlocked() *blocked {
-	return &blocked{started: make(chan delivery.Pending, 10), answer: make(chan delivery.Outcome, 10)}
+	return &blocked{started: make(chan delivery.Pending, 100), answer: make(chan delivery.Outcome, 100)}
 }
 
 func (d *blocked) Deliver(ctx context.Context, p delivery.Pending) delivery.Outcome {
 	d.mu.Lock()
 	d.calls++
+	d.running++
 	d.mu.Unlock()
-	d.started <- p
+	defer func() {
+		d.mu.Lock()
+		d.running--
+		d.mu.Unlock()
+	}()
+	select {
+	case d.started <- p:
+	default:
+	}
 	select {
 	case out := <-d.answer:
 		return out
@@ -184,6 +203,13 @@ func (d *blocked) callCount() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.calls
+}
+
+// inFlight is how many calls have not returned.
+func (d *blocked) inFlight() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.running
 }
 
 func mailTo(who string) notification.Request {

@@ -21,8 +21,6 @@ func TestSuperviseRefusesSettingsThatDisagree(t *testing.T) {
 		change func(rc *relay.Config, dc *notification.Config)
 		names  []string
 	}{
-		{"SchemaDiffers", func(rc *relay.Config, dc *notification.Config) { dc.Schema = "elsewhere" },
-			[]string{`Schema "elsewhere"`, "Config.Schema"}},
 		{"AttemptsNotBelowHands", func(rc *relay.Config, dc *notification.Config) { rc.MaxHands, dc.Policy.MaxAttempts = 5, 5 },
 			[]string{"Policy.MaxAttempts (5)", "Config.MaxHands (5)"}},
 		{"AttemptsByDefaultNotBelowHands", func(rc *relay.Config, dc *notification.Config) { rc.MaxHands = 10 },
@@ -49,6 +47,19 @@ func TestSuperviseRefusesSettingsThatDisagree(t *testing.T) {
 			}
 		})
 	}
+
+	// One dispatcher serves the relays of one schema.
+	t.Run("SecondSchema", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		d := b.prepared(t, b.config())
+		rc := b.relayConfig(t)
+		rc.Schema = "elsewhere"
+		err := relay.Supervise(t.Context(), b.db, &rc, d)
+		require.ErrorIs(t, err, notification.ErrConfig)
+		require.ErrorContains(t, err, `Config.Schema "elsewhere"`)
+		require.ErrorContains(t, err, `serving schema "`+b.schema+`"`)
+	})
 }
 
 // The delivery timeout defaults to five sixths of the relay's hand timeout,

@@ -70,7 +70,7 @@ func (req Request) Message(module string) (relay.Message, error) {
 	if err != nil {
 		return relay.Message{}, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 	}
-	return relay.Message{Module: module, Kind: Kind, Payload: body, NotBefore: req.NotBefore}, nil
+	return relay.Message{Module: module, Kind: Kind, Lane: req.Channel, Payload: body, NotBefore: req.NotBefore}, nil
 }
 
 // validate checks every field but Data, which encode checks.
@@ -122,38 +122,16 @@ func (req Request) encode() (body []byte, err error) {
 	return body, nil
 }
 
-// Stage stages req for module's relay inside tx, in the default schema, and
-// returns its id: the idempotency key its delivery will give the provider.
-// The request exists if and only if tx commits. An invalid request is an
-// ErrInvalidRequest naming the field, and nothing is staged.
+// Stage stages req for module's relay inside tx, in the default schema;
+// see [Client.Stage].
 func Stage(ctx context.Context, tx relay.Execer, module string, req Request) (uuid.UUID, error) {
-	if err := validate.NotNil("tx", tx); err != nil {
-		return uuid.Nil, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
-	}
-	msg, err := req.Message(module)
-	if err != nil {
-		return uuid.Nil, err
-	}
-	return relay.Stage(ctx, tx, msg)
+	return defaultClient.Stage(ctx, tx, module, req)
 }
 
-// StageBatch stages reqs in one statement inside tx: the fan-out of one
-// business event into one request per recipient and channel. If any
-// request is invalid the error names its index and field, and nothing is
-// staged.
+// StageBatch stages reqs for module's relay in one statement inside tx, in
+// the default schema; see [Client.StageBatch].
 func StageBatch(ctx context.Context, tx relay.Execer, module string, reqs []Request) ([]uuid.UUID, error) {
-	if err := validate.NotNil("tx", tx); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
-	}
-	msgs := make([]relay.Message, len(reqs))
-	for i, req := range reqs {
-		msg, err := req.Message(module)
-		if err != nil {
-			return nil, fmt.Errorf("requests[%d]: %w", i, err)
-		}
-		msgs[i] = msg
-	}
-	return relay.StageBatch(ctx, tx, msgs)
+	return defaultClient.StageBatch(ctx, tx, module, reqs)
 }
 
 // decode reads a staged request back. Its errors say what is wrong with

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tidings-go/tidings/delivery"
 	"github.com/tidings-go/tidings/internal/testwait"
+	"github.com/tidings-go/tidings/notification"
 	"github.com/tidings-go/tidings/relay"
 )
 
@@ -20,18 +21,17 @@ func TestStatusScheduleAndCancel(t *testing.T) {
 	t.Run("NotTriedYetDiffersFromFailed", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		d := b.dispatcher(t, b.config())
 		req := mailTo("a@example.com")
 		req.NotBefore = time.Now().Add(time.Hour)
 		id := b.stage(t, req)[0]
-		st, err := d.Status(t.Context(), id)
+		st, err := b.client.Status(t.Context(), id)
 		require.NoError(t, err)
 		require.Equal(t, relay.StatePending, st.State)
 		require.Zero(t, st.Attempts, "not tried yet")
 		require.Empty(t, st.LastError)
 		require.WithinDuration(t, req.NotBefore, st.NextAttempt, time.Second)
 
-		_, err = d.Status(t.Context(), uuid.New())
+		_, err = b.client.Status(t.Context(), uuid.New())
 		require.ErrorIs(t, err, relay.ErrNotFound)
 	})
 
@@ -43,7 +43,7 @@ func TestStatusScheduleAndCancel(t *testing.T) {
 		req := mailTo("a@example.com")
 		req.NotBefore = time.Now().Add(700 * time.Millisecond)
 		id := b.stage(t, req)[0]
-		st, err := d.Wait(waitCtx(t), id)
+		st, err := b.client.Wait(waitCtx(t), id)
 		require.NoError(t, err)
 		require.Equal(t, relay.StateProcessed, st.State)
 		got := b.mail.Requests()
@@ -59,11 +59,11 @@ func TestStatusScheduleAndCancel(t *testing.T) {
 		req := mailTo("a@example.com")
 		req.NotBefore = time.Now().Add(300 * time.Millisecond)
 		ids := b.stage(t, req, req)
-		st, err := d.Cancel(t.Context(), ids[0])
+		st, err := b.client.Cancel(t.Context(), ids[0])
 		require.NoError(t, err)
 		require.Equal(t, relay.StateCancelled, st.State)
 
-		st, err = d.Wait(waitCtx(t), ids[1])
+		st, err = b.client.Wait(waitCtx(t), ids[1])
 		require.NoError(t, err)
 		require.Equal(t, relay.StateProcessed, st.State, "its sibling is delivered after the same wait")
 		require.Zero(t, b.mail.Count(ids[0]))
@@ -76,9 +76,9 @@ func TestStatusScheduleAndCancel(t *testing.T) {
 		d := b.dispatcher(t, b.config())
 		b.run(t, d)
 		id := b.stage(t, mailTo("a@example.com"))[0]
-		_, err := d.Wait(waitCtx(t), id)
+		_, err := b.client.Wait(waitCtx(t), id)
 		require.NoError(t, err)
-		st, err := d.Cancel(t.Context(), id)
+		st, err := b.client.Cancel(t.Context(), id)
 		require.NoError(t, err)
 		require.Equal(t, relay.StateProcessed, st.State)
 	})
@@ -91,7 +91,7 @@ func TestStatusScheduleAndCancel(t *testing.T) {
 		b.run(t, d)
 		id := b.stage(t, mailTo("a@example.com"))[0]
 		require.Equal(t, relay.StateDead, b.waitSettled(t, id).State)
-		st, err := d.Cancel(t.Context(), id)
+		st, err := b.client.Cancel(t.Context(), id)
 		require.NoError(t, err)
 		require.Equal(t, relay.StateDead, st.State, "a dead request stays dead")
 
@@ -115,8 +115,9 @@ func TestStatusScheduleAndCancel(t *testing.T) {
 				id := b.stage(t, mailTo("a@example.com"))[0]
 				testwait.Recv(t, slow.started, "the delivery")
 
-				// Cancelled from another process's dispatcher.
-				other := b.dispatcher(t, cfg)
+				// Cancelled from another process's client.
+				other, err := notification.NewClient(b.db, &notification.ClientConfig{Schema: b.schema, Consumer: consumer})
+				require.NoError(t, err)
 				cancelled := make(chan relay.Status, 1)
 				go func() {
 					st, err := other.Cancel(context.Background(), id)
@@ -143,14 +144,13 @@ func TestStatusScheduleAndCancel(t *testing.T) {
 	t.Run("WaitEndsWithItsContext", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		d := b.dispatcher(t, b.config())
 		req := mailTo("a@example.com")
 		req.NotBefore = time.Now().Add(time.Hour)
 		id := b.stage(t, req)[0]
 		// Long enough for a first look on a loaded machine.
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		defer cancel()
-		st, err := d.Wait(ctx, id)
+		st, err := b.client.Wait(ctx, id)
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		require.Equal(t, relay.StatePending, st.State)
 	})

@@ -14,42 +14,33 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tidings-go/tidings/delivery"
+	"github.com/tidings-go/tidings/relay"
 )
 
 // ScopeName is the instrumentation scope of the dispatcher's spans and
 // metrics.
 const ScopeName = "github.com/tidings-go/tidings/notification"
 
-// Metric names. Their attributes are the channel and the outcome: never a
-// recipient, a request id or data.
-const (
-	MetricOutcomes         = "tidings.notification.outcomes"
-	MetricDeliveryDuration = "tidings.notification.delivery.duration"
-	MetricLag              = "tidings.notification.lag"
+// MetricDeliveryDuration is the time each delivery call took, by channel
+// and answer (AttrChannel, AttrAnswer). What became of each request (done,
+// retried, dead) is the relay's relay.MetricSettled, by module, lane (the
+// channel) and outcome.
+const MetricDeliveryDuration = "tidings.notification.delivery.duration"
 
-	attrChannel = "tidings.channel"
-	attrOutcome = "tidings.outcome"
-)
-
-// Outcomes counted by MetricOutcomes.
+// Metric and span attribute keys. Their values are never a recipient, a
+// request id or data.
 const (
-	outcomeDelivered = "delivered"
-	outcomeRetried   = "retried"
-	outcomeRejected  = "rejected"
-	outcomeDead      = "dead"
+	AttrChannel = "tidings.channel" // the request's channel
+	AttrAnswer  = "tidings.answer"  // the delivery's answer: delivered, retry, reject or invalid
 )
 
 type telemetry struct {
 	tracer trace.Tracer
-	// The attribute sets of every registered channel ("" for requests no
-	// channel takes), built once: building one per request (sorting and
-	// hashing) cost more CPU than the rest of the request's telemetry.
-	channels map[string]metric.MeasurementOption
-	outcomes map[[2]string]metric.MeasurementOption
-
-	outcomeCount metric.Int64Counter
-	duration     metric.Float64Histogram
-	lagHist      metric.Float64Histogram
+	// The attribute sets of every registered channel and answer, built
+	// once: building one per request (sorting and hashing) cost more CPU
+	// than the rest of the request's telemetry.
+	sets     map[string]map[delivery.Kind]metric.MeasurementOption
+	duration metric.Float64Histogram
 }
 
 func newTelemetry(cfg Config) (telemetry, error) {
@@ -60,56 +51,35 @@ func newTelemetry(cfg Config) (telemetry, error) {
 	if mp == nil {
 		mp = otel.GetMeterProvider()
 	}
-	meter := mp.Meter(ScopeName)
-	t := telemetry{
-		tracer:   tp.Tracer(ScopeName),
-		channels: map[string]metric.MeasurementOption{},
-		outcomes: map[[2]string]metric.MeasurementOption{},
-	}
-	for _, channel := range append(slices.Collect(maps.Keys(cfg.Deliveries)), "") {
-		ch := attribute.String(attrChannel, channel)
-		t.channels[channel] = metric.WithAttributeSet(attribute.NewSet(ch))
-		for _, o := range []string{outcomeDelivered, outcomeRetried, outcomeRejected, outcomeDead} {
-			t.outcomes[[2]string{channel, o}] = metric.WithAttributeSet(attribute.NewSet(ch, attribute.String(attrOutcome, o)))
+	t := telemetry{tracer: tp.Tracer(ScopeName), sets: map[string]map[delivery.Kind]metric.MeasurementOption{}}
+	for _, channel := range slices.Sorted(maps.Keys(cfg.Deliveries)) {
+		ch := attribute.String(AttrChannel, channel)
+		t.sets[channel] = map[delivery.Kind]metric.MeasurementOption{}
+		for _, k := range []delivery.Kind{delivery.KindInvalid, delivery.KindDelivered, delivery.KindRetry, delivery.KindReject} {
+			t.sets[channel][k] = metric.WithAttributeSet(attribute.NewSet(ch, attribute.String(AttrAnswer, k.String())))
 		}
 	}
 	var err error
-	if t.outcomeCount, err = meter.Int64Counter(MetricOutcomes, metric.WithUnit("{request}"),
-		metric.WithDescription("Requests by outcome: delivered, retried, rejected, dead.")); err != nil {
-		return t, fmt.Errorf("notification: metric %s: %w", MetricOutcomes, err)
-	}
-	if t.duration, err = meter.Float64Histogram(MetricDeliveryDuration, metric.WithUnit("s"),
+	if t.duration, err = mp.Meter(ScopeName).Float64Histogram(MetricDeliveryDuration, metric.WithUnit("s"),
 		metric.WithDescription("Time a delivery took to answer.")); err != nil {
 		return t, fmt.Errorf("notification: metric %s: %w", MetricDeliveryDuration, err)
-	}
-	if t.lagHist, err = meter.Float64Histogram(MetricLag, metric.WithUnit("s"),
-		metric.WithDescription("Time from staging to the start of a delivery attempt.")); err != nil {
-		return t, fmt.Errorf("notification: metric %s: %w", MetricLag, err)
 	}
 	return t, nil
 }
 
-func (t telemetry) outcome(ctx context.Context, channel, outcome string) {
-	t.outcomeCount.Add(ctx, 1, t.outcomes[[2]string{channel, outcome}])
-}
-
-func (t telemetry) lag(ctx context.Context, channel string, waited time.Duration) {
-	t.lagHist.Record(ctx, waited.Seconds(), t.channels[channel])
-}
-
-// startSpan starts the span of one delivery attempt, inside the relay's
-// consumer span. It names no recipient and carries no data.
-func (t telemetry) startSpan(ctx context.Context, p delivery.Pending) (context.Context, trace.Span) {
-	return t.tracer.Start(ctx, "deliver "+p.Channel, trace.WithAttributes(
-		attribute.String(attrChannel, p.Channel),
-		attribute.String("messaging.message.id", p.ID.String()),
-		attribute.Int("tidings.attempt", p.Attempt),
-	))
+// startSpan starts the consumer span of one delivery attempt: inside the
+// staging write's trace that ctx carries, and linked to its producer span.
+// It names no recipient and carries no data.
+func (t telemetry) startSpan(ctx context.Context, rec relay.Record, p delivery.Pending) (context.Context, trace.Span) {
+	return rec.StartSpan(ctx, t.tracer, "deliver "+p.Channel,
+		attribute.String(AttrChannel, p.Channel), attribute.Int("tidings.attempt", p.Attempt))
 }
 
 func (t telemetry) finished(ctx context.Context, span trace.Span, channel string, out delivery.Outcome, took time.Duration) {
-	t.duration.Record(ctx, took.Seconds(), t.channels[channel])
-	span.SetAttributes(attribute.String(attrOutcome, out.Kind().String()))
+	if set, ok := t.sets[channel][out.Kind()]; ok {
+		t.duration.Record(ctx, took.Seconds(), set)
+	}
+	span.SetAttributes(attribute.String(AttrAnswer, out.Kind().String()))
 	if out.Kind() != delivery.KindDelivered {
 		span.SetStatus(codes.Error, out.Kind().String())
 	}

@@ -31,56 +31,67 @@ func TestTelemetry(t *testing.T) {
 	cfg.Policy.MaxAttempts = 2
 	b.sms.Script(delivery.Retry(errors.New("busy")), delivery.Reject(errors.New("invalid number")))
 	rcfg := b.relayConfig(t)
-	rcfg.TracerProvider = tp
+	rcfg.TracerProvider, rcfg.MeterProvider = tp, mp
 	b.runWith(t, rcfg, b.dispatcher(t, cfg))
 
 	const secret = "secret-recipient@example.com"
 	ctx, parent := tp.Tracer("app").Start(t.Context(), "confirm booking")
 	req := mailTo(secret)
 	req.Data = map[string]any{"code": "secret-data-123"}
-	ids, err := b.ob.StageBatch(ctx, b.db, []relay.Message{
+	ob, err := relay.NewOutbox(&relay.OutboxConfig{Schema: b.schema, TracerProvider: tp})
+	require.NoError(t, err)
+	ids, err := ob.StageBatch(ctx, b.db, []relay.Message{
 		must(req.Message(module)), must(notification.Request{Channel: "sms", Recipient: "+1555"}.Message(module))})
 	require.NoError(t, err)
 	parent.End()
 	b.waitSettled(t, ids[0])
 	b.waitSettled(t, ids[1])
 
+	// One span per delivery: the consumer span, inside the staging
+	// write's trace and linked to the producer span of its request.
 	var deliverSpans []sdktrace.ReadOnlySpan
-	consumers := map[trace.SpanID]bool{}
+	producers := map[trace.SpanID]bool{}
 	require.Eventually(t, func() bool {
 		deliverSpans = deliverSpans[:0]
 		for _, s := range spans.GetSpans().Snapshots() {
 			if strings.HasPrefix(s.Name(), "deliver ") {
 				deliverSpans = append(deliverSpans, s)
 			}
-			if s.SpanKind() == trace.SpanKindConsumer {
-				consumers[s.SpanContext().SpanID()] = true
+			if s.SpanKind() == trace.SpanKindProducer {
+				producers[s.SpanContext().SpanID()] = true
 			}
 		}
 		return len(deliverSpans) == 3 // mail once, sms twice
 	}, 5*time.Second, 10*time.Millisecond)
 	for _, s := range deliverSpans {
-		require.Equal(t, trace.SpanKindInternal, s.SpanKind())
+		require.Equal(t, trace.SpanKindConsumer, s.SpanKind())
 		require.Equal(t, parent.SpanContext().TraceID(), s.SpanContext().TraceID(), "inside the staging write's trace")
-		require.True(t, consumers[s.Parent().SpanID()], "a child of the relay's consumer span")
+		require.True(t, producers[s.Parent().SpanID()], "a child of the producer span")
+		require.Len(t, s.Links(), 1)
+		require.True(t, producers[s.Links()[0].SpanContext.SpanID()], "linked to the producer span")
 		for _, a := range s.Attributes() {
 			require.NotContains(t, a.Value.Emit(), "secret", "no recipient or data in span attributes")
 		}
 	}
+	for _, s := range spans.GetSpans().Snapshots() {
+		require.False(t, strings.HasPrefix(s.Name(), "process "), "one span per delivery, not one per layer")
+	}
 
 	var rm metricdata.ResourceMetrics
 	require.NoError(t, reader.Collect(t.Context(), &rm))
-	count := func(channel, outcome string) int64 {
+	// What became of each request is counted once, by the relay, by lane
+	// (the channel) and outcome.
+	count := func(lane, outcome string) int64 {
 		var n int64
 		for _, sm := range rm.ScopeMetrics {
 			for _, m := range sm.Metrics {
-				if m.Name != notification.MetricOutcomes {
+				if m.Name != relay.MetricSettled {
 					continue
 				}
 				for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
-					ch, _ := dp.Attributes.Value("tidings.channel")
-					out, _ := dp.Attributes.Value("tidings.outcome")
-					if ch.AsString() == channel && out.AsString() == outcome {
+					l, _ := dp.Attributes.Value(relay.AttrLane)
+					out, _ := dp.Attributes.Value(relay.AttrOutcome)
+					if l.AsString() == lane && out.AsString() == outcome {
 						n += dp.Value
 					}
 				}
@@ -88,15 +99,19 @@ func TestTelemetry(t *testing.T) {
 		}
 		return n
 	}
-	require.EqualValues(t, 1, count("mail", "delivered"))
-	require.EqualValues(t, 1, count("sms", "retried"))
-	require.EqualValues(t, 1, count("sms", "rejected"))
+	require.Eventually(t, func() bool {
+		require.NoError(t, reader.Collect(t.Context(), &rm))
+		return count("sms", "dead") == 1
+	}, 5*time.Second, 10*time.Millisecond)
+	require.EqualValues(t, 1, count("mail", "done"))
+	require.EqualValues(t, 1, count("sms", "retry"))
+	allowed := []attribute.Key{relay.AttrModule, relay.AttrLane, relay.AttrOutcome, notification.AttrChannel, notification.AttrAnswer}
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
 			if h, ok := m.Data.(metricdata.Histogram[float64]); ok {
 				for _, dp := range h.DataPoints {
 					for _, kv := range dp.Attributes.ToSlice() {
-						require.Contains(t, []attribute.Key{"tidings.channel"}, kv.Key, "low-cardinality attributes only")
+						require.Contains(t, allowed, kv.Key, "low-cardinality attributes only")
 					}
 				}
 			}

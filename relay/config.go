@@ -56,6 +56,14 @@ type Config struct {
 	// it opens and closes a PostgreSQL session for almost every record.
 	Concurrency int
 
+	// LaneLimit is the most records of one lane (Message.Lane; for
+	// notifications, the channel) in flight at once. The claim takes no
+	// more of a lane than its room, and none of a lane at its limit, so a
+	// slow lane's rows wait untouched in the table while the other lanes
+	// keep the rest of Concurrency. Default three quarters of Concurrency;
+	// at most Concurrency.
+	LaneLimit int
+
 	// HandTimeout ends the context of a hand. Default 30 s.
 	HandTimeout time.Duration
 
@@ -129,6 +137,7 @@ func (c Config) withDefaults() Config {
 	}
 	def(&c.BatchSize, BatchSizeDefault)
 	def(&c.Concurrency, ConcurrencyDefault)
+	def(&c.LaneLimit, max(c.Concurrency*3/4, 1))
 	def(&c.MaxHands, MaxHandsDefault)
 	def(&c.MaxUnsure, MaxUnsureDefault)
 	defDur(&c.HandTimeout, HandTimeoutDefault)
@@ -156,6 +165,7 @@ func (c Config) validate() error {
 	}{
 		{"BatchSize", int64(c.BatchSize)},
 		{"Concurrency", int64(c.Concurrency)},
+		{"LaneLimit", int64(c.LaneLimit)},
 		{"MaxHands", int64(c.MaxHands)},
 		{"MaxUnsure", int64(c.MaxUnsure)},
 		{"HandTimeout", int64(c.HandTimeout)},
@@ -168,6 +178,9 @@ func (c Config) validate() error {
 		if f.v < 0 {
 			return fmt.Errorf("%w: %s is negative", ErrConfig, f.name)
 		}
+	}
+	if c.LaneLimit > c.Concurrency {
+		return fmt.Errorf("%w: LaneLimit (%d) must not exceed Concurrency (%d)", ErrConfig, c.LaneLimit, c.Concurrency)
 	}
 	if c.Lease <= c.HandTimeout {
 		return fmt.Errorf("%w: Lease (%s) must be longer than HandTimeout (%s), or a record is handed again while its first hand still runs",

@@ -18,18 +18,25 @@
 //  3. Claim. One statement takes a batch of due rows with FOR UPDATE SKIP
 //     LOCKED, leases them and counts the hand, then commits (without
 //     waiting for the WAL flush: a server crash can only hand the last
-//     claims again). Concurrent
-//     relays, in one process or on many machines, take different rows; a
-//     relay that dies lets its leases run out and another takes the rows.
-//  4. Hand. Each record goes to the Sink with bounded concurrency, in a
-//     context carrying the staging write's trace and correlation id.
+//     claims again). It takes at most BatchSize rows, no more than the
+//     free slots of Concurrency, and no more of a lane (Message.Lane) than
+//     its room of LaneLimit: a busy lane's rows wait untouched in the
+//     table. Concurrent relays, in one process or on many machines, take
+//     different rows; a relay that dies lets its leases run out and
+//     another takes the rows.
+//  4. Hand. A BatchSink gets the claimed batch whole; any other Sink gets
+//     each record on its own goroutine. Either way the record's context
+//     carries the staging write's trace, baggage and correlation id
+//     (Record.Context).
 //  5. Settle. The sink's Result is recorded on the row, fenced by the hand
-//     it belongs to: processed (Done), pending again after a delay (Retry;
-//     the attempt is counted on the row, so it survives restarts; Unsure
-//     and Later count neither an attempt nor the hand, and MaxUnsure bounds
-//     Unsure), or dead (Dead). A record handed more than
-//     MaxHands times, because it keeps
-//     crashing or hanging its process, is dead with a reason saying so.
+//     it belongs to: in a statement of the relay's, batched, or, for a
+//     BatchSink, inside the sink's own transaction, so it commits with the
+//     sink's work (Batch.SettleIn). The row becomes processed (Done),
+//     pending again after a delay (Retry; the attempt is counted on the
+//     row, so it survives restarts; Unsure and Later count neither an
+//     attempt nor the hand, and MaxUnsure bounds Unsure), or dead (Dead).
+//     A record handed more than MaxHands times, because it keeps crashing
+//     or hanging its process, is dead with a reason saying so.
 //  6. Operate. Outbox.ListDead shows dead records, Outbox.Reemit hands them
 //     back once the cause is fixed, and Outbox.Purge (also run by the
 //     supervisor) removes settled records after their retention.

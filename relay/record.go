@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Message is what a caller stages: a record of any kind for one module's
@@ -20,6 +23,10 @@ type Message struct {
 	// Kind tells the sink what the payload is, such as
 	// "notification.requested". Required; at most 200 bytes, printable.
 	Kind string
+	// Lane groups records that share a limit on how many may be in flight
+	// at once (Config.LaneLimit), such as a provider's: notifications use
+	// their channel. At most 200 bytes, printable; empty is a lane too.
+	Lane string
 	// Payload is the record's body. Required; must be valid JSON.
 	Payload json.RawMessage
 	// NotBefore, when set, is the time before which the record is not
@@ -35,6 +42,7 @@ type Message struct {
 type Record struct {
 	ID            uuid.UUID         // stable for the record's whole life
 	Module        string            // the relay's module
+	Lane          string            // as staged
 	Kind          string            // as staged
 	Payload       json.RawMessage   // as staged
 	Headers       map[string]string // W3C trace context and baggage of the staging write
@@ -59,6 +67,38 @@ func (r Record) Waited() time.Duration {
 		return 0
 	}
 	return r.staged + time.Since(r.claimedAt)
+}
+
+// Context returns parent carrying what the staging write's context
+// carried: its trace context and baggage (W3C), its correlation id, and the
+// record's id as the causation id of anything staged with it. The relay
+// hands a Sink its records in such a context; a BatchSink builds one per
+// record with it.
+func (r Record) Context(parent context.Context) context.Context {
+	ctx := propagator.Extract(parent, propagation.MapCarrier(r.Headers))
+	ctx = WithCorrelationID(ctx, r.CorrelationID)
+	return WithCausationID(ctx, r.ID.String())
+}
+
+// StartSpan starts the consumer span of handling r, named name, in the
+// trace ctx carries (Record.Context restores the staging write's) and
+// linked to the staging write's span, with r's messaging attributes and
+// extra. It is the span the relay starts for each hand of a record Sink;
+// a BatchSink starts its own for each record it handles.
+func (r Record) StartSpan(ctx context.Context, tracer trace.Tracer, name string, extra ...attribute.KeyValue) (context.Context, trace.Span) {
+	attrs := append([]attribute.KeyValue{
+		attribute.String("messaging.system", "tidings"),
+		attribute.String("messaging.operation.type", "process"),
+		attribute.String("messaging.destination.name", r.Module),
+		attribute.String("messaging.message.id", r.ID.String()),
+		attribute.String("messaging.message.conversation_id", r.CorrelationID),
+		attribute.Int("tidings.hand", r.Hand),
+	}, extra...)
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...)}
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
+	}
+	return tracer.Start(ctx, name, opts...)
 }
 
 // Sink handles the records a relay claims. Handle is called concurrently for

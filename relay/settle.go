@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/lib/pq"
 )
 
 // settleBatchMax bounds one settle statement.
@@ -38,20 +36,16 @@ func (s *supervisor) settleLoop(ctx context.Context) {
 // handed again.
 func (s *supervisor) flush(ctx context.Context, batch []settlement) {
 	n := len(batch)
-	ids, hands, outcomes := make([]string, n), make([]int64, n), make([]string, n)
-	delays, texts := make([]float64, n), make([]string, n)
+	args := settleArgs(batch)
 	wakeAgain := false
-	for i, st := range batch {
-		ids[i], hands[i], outcomes[i] = st.id.String(), int64(st.hand), st.res.outcome.String()
-		delays[i], texts[i] = st.res.delay.Seconds(), st.res.text
+	for _, st := range batch {
 		wakeAgain = wakeAgain || st.res.outcome == outcomeRetry || st.res.outcome == outcomeRelease || st.res.outcome == outcomeUnsure
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Lease)
 	defer cancel()
 	backoff := claimBackoffMin
 	for {
-		res, err := s.db.ExecContext(ctx, s.ob.q.settle, pq.Array(ids), pq.Array(hands), pq.Array(outcomes),
-			pq.Array(delays), pq.Array(texts))
+		res, err := s.db.ExecContext(ctx, s.ob.q.settle, args...)
 		if err == nil {
 			if done, _ := res.RowsAffected(); done < int64(n) {
 				s.log.DebugContext(ctx, "some settlements were fenced off by a later hand", "fenced", int64(n)-done)

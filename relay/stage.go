@@ -28,7 +28,8 @@ import (
 // ScopeName is the instrumentation scope of the relay's spans and metrics.
 const ScopeName = "github.com/tidings-go/tidings/relay"
 
-// KindMaxLen is the longest Message.Kind accepted, in bytes.
+// KindMaxLen is the longest Message.Kind (and Message.Lane) accepted, in
+// bytes.
 const KindMaxLen = 200
 
 // NotBeforeMax is how far ahead of now (the application's clock) a
@@ -155,7 +156,7 @@ func (o *Outbox) Stage(ctx context.Context, tx Execer, msg Message) (uuid.UUID, 
 		notBefore = msg.NotBefore
 	}
 	if _, err := tx.ExecContext(ctx, o.q.stage, row.id, msg.Module, msg.Kind, []byte(msg.Payload),
-		row.headers, row.correlation, row.causation, notBefore, o.wakeChannel()); err != nil {
+		row.headers, row.correlation, row.causation, notBefore, o.wakeChannel(), msg.Lane); err != nil {
 		return uuid.Nil, o.tableError("stage", err)
 	}
 	return row.id, nil
@@ -190,14 +191,14 @@ func (o *Outbox) StageBatch(ctx context.Context, tx Execer, msgs []Message) ([]u
 		}
 		ids[i] = row.id
 		cols[0][i], cols[1][i], cols[2][i], cols[3][i] = row.id.String(), msg.Module, msg.Kind, string(msg.Payload)
-		cols[4][i], cols[5][i], cols[6][i] = string(row.headers), row.correlation, row.causation
+		cols[4][i], cols[5][i], cols[6][i], cols[7][i] = string(row.headers), row.correlation, row.causation, msg.Lane
 		if !msg.NotBefore.IsZero() {
 			notBefore[i] = sql.NullString{String: msg.NotBefore.Format(time.RFC3339Nano), Valid: true}
 		}
 	}
 	if _, err := tx.ExecContext(ctx, o.q.stageBatch, pq.Array(cols[0]), pq.Array(cols[1]), pq.Array(cols[2]),
 		pq.Array(cols[3]), pq.Array(cols[4]), pq.Array(cols[5]), pq.Array(cols[6]), pq.Array(notBefore),
-		o.wakeChannel()); err != nil {
+		o.wakeChannel(), pq.Array(cols[7])); err != nil {
 		return nil, o.tableError("stage batch", err)
 	}
 	return ids, nil
@@ -267,6 +268,10 @@ func (m Message) validate() error {
 		return fmt.Errorf("%w: Kind is %d bytes long, at most %d allowed", ErrInvalidMessage, len(m.Kind), KindMaxLen)
 	case !printable(m.Kind):
 		return fmt.Errorf("%w: Kind %q has a control character or invalid UTF-8", ErrInvalidMessage, m.Kind)
+	case len(m.Lane) > KindMaxLen:
+		return fmt.Errorf("%w: Lane is %d bytes long, at most %d allowed", ErrInvalidMessage, len(m.Lane), KindMaxLen)
+	case !printable(m.Lane):
+		return fmt.Errorf("%w: Lane %q has a control character or invalid UTF-8", ErrInvalidMessage, m.Lane)
 	case len(m.Payload) == 0:
 		return fmt.Errorf("%w: Payload is empty", ErrInvalidMessage)
 	case !json.Valid(m.Payload):

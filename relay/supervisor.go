@@ -12,11 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/google/uuid"
-	"go.opentelemetry.io/otel/attribute"
+	"github.com/lib/pq"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // Backoff bounds after a failed claim, such as while the database restarts.
@@ -30,25 +27,39 @@ var ErrNoSink = errors.New("relay: sink is nil")
 
 // Supervise runs the relay of cfg.Module until ctx ends, handing every due
 // record to sink, and returns nil once it has shut down. It returns an error
-// at once, before starting anything, when cfg is invalid (see ErrConfig) or
-// the outbox table cannot be read; after that, database failures are logged
-// and retried, never returned: the caller does not restart it.
+// at once, before starting anything, when cfg is invalid (see ErrConfig),
+// when sink is a Preparer that refuses cfg, or when the outbox table cannot
+// be read; after that, database failures are logged and retried, never
+// returned: the caller does not restart it.
 //
 // The lifecycle, in order:
 //   - wake: LISTEN (when cfg.ListenDSN is set), a sweep every
 //     cfg.SweepInterval, and a timer for the earliest retry or lease that
 //     falls due;
 //   - claim: up to cfg.BatchSize due records, never more than free hand
-//     slots, leased for cfg.Lease in the claim's commit;
-//   - hand: each to sink in its own goroutine, at most cfg.Concurrency at
-//     once, in a context that carries the staging write's trace, baggage,
+//     slots (cfg.Concurrency) nor more of a lane than its room
+//     (cfg.LaneLimit), leased for cfg.Lease in the claim's commit;
+//   - hand: a BatchSink gets the claimed batch whole; any other Sink gets
+//     each record in its own goroutine, at most cfg.Concurrency at once, in
+//     a context that carries the staging write's trace, baggage,
 //     correlation id and (as causation) the record's id;
-//   - settle: the sink's Result, batched, fenced by the hand it belongs to;
+//   - settle: the sink's Result, batched, fenced by the hand it belongs to
+//     (a BatchSink may write it in its own transaction instead);
 //   - purge: settled records older than cfg.Retention, every
 //     cfg.PurgeInterval;
 //   - shutdown: when ctx ends, stop claiming, let in-flight hands finish
 //     for cfg.GracePeriod, cancel what remains, settle everything and
 //     return.
+//
+// Two budgets bound a record's life, and they cannot contradict each
+// other: attempts, spent by the sink's answers (Retry counts one; the
+// sink's own policy, such as the notification dispatcher's retry policy,
+// decides when they are exhausted), and hands, spent by claims (a crash or
+// a hang spends a hand without an answer; cfg.MaxHands bounds them, so a
+// record that kills its process every time is dead). Every attempt is a
+// hand, so a sink's attempt budget must stay below cfg.MaxHands (the
+// dispatcher refuses to start otherwise). Unsure and Later answers spend
+// neither; cfg.MaxUnsure bounds Unsure.
 func Supervise(ctx context.Context, db *sql.DB, cfg *Config, sink Sink) error {
 	var c Config
 	if cfg != nil {
@@ -74,19 +85,23 @@ func Supervise(ctx context.Context, db *sql.DB, cfg *Config, sink Sink) error {
 }
 
 type supervisor struct {
-	db   *sql.DB
-	cfg  Config
-	sink Sink
-	ob   *Outbox
-	log  *slog.Logger
-	tel  telemetry
+	db    *sql.DB
+	cfg   Config
+	sink  Sink
+	batch BatchSink // sink, when it takes batches
+	ob    *Outbox
+	log   *slog.Logger
+	tel   *telemetry
 
 	wake    chan struct{} // cap 1: claim now
-	slots   chan struct{} // one token per running hand
-	freed   chan struct{} // cap 1: a hand slot came free
+	freed   chan struct{} // cap 1: room came free where there was none
 	settles chan settlement
 
 	listening atomic.Bool // the LISTEN session is up
+
+	mu       sync.Mutex
+	inFlight int            // records claimed and not yet answered
+	lanes    map[string]int // of them, by lane
 }
 
 func newSupervisor(db *sql.DB, cfg Config, sink Sink) (*supervisor, error) {
@@ -98,7 +113,7 @@ func newSupervisor(db *sql.DB, cfg Config, sink Sink) (*supervisor, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &supervisor{
+	s := &supervisor{
 		db:      db,
 		cfg:     cfg,
 		sink:    sink,
@@ -106,10 +121,12 @@ func newSupervisor(db *sql.DB, cfg Config, sink Sink) (*supervisor, error) {
 		log:     cfg.Logger.With("component", "relay", "module", cfg.Module),
 		tel:     tel,
 		wake:    make(chan struct{}, 1),
-		slots:   make(chan struct{}, cfg.Concurrency),
 		freed:   make(chan struct{}, 1),
 		settles: make(chan settlement, cfg.Concurrency),
-	}, nil
+		lanes:   map[string]int{},
+	}
+	s.batch, _ = sink.(BatchSink)
+	return s, nil
 }
 
 func (s *supervisor) run(ctx context.Context) error {
@@ -128,7 +145,8 @@ func (s *supervisor) run(ctx context.Context) error {
 			"idle_in_transaction_session_timeout", limit, "hand_timeout", s.cfg.HandTimeout)
 	}
 	s.log.InfoContext(ctx, "relay started", "schema", s.cfg.Schema, "listen", s.cfg.ListenDSN != "",
-		"batch_size", s.cfg.BatchSize, "concurrency", s.cfg.Concurrency, "lease", s.cfg.Lease)
+		"batch_size", s.cfg.BatchSize, "concurrency", s.cfg.Concurrency, "lane_limit", s.cfg.LaneLimit,
+		"lease", s.cfg.Lease, "batches", s.batch != nil)
 
 	// Hands run in a context that outlives ctx by the grace period.
 	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))
@@ -141,22 +159,32 @@ func (s *supervisor) run(ctx context.Context) error {
 	}
 	background.Go(func() { s.purgeLoop(ctx) })
 
-	// Hands run on Concurrency goroutines that live as long as the relay,
-	// not on one per record: a fresh goroutine grows its stack through the
-	// sink's calls on every record, which took a tenth of the relay's CPU
-	// in a drain.
-	queue := make(chan Record, s.cfg.Concurrency)
-	for range s.cfg.Concurrency {
-		hands.Go(func() {
-			for rec := range queue {
-				s.hand(work, rec)
-				<-s.slots
-				s.poke(s.freed)
+	var handOut func(recs []Record)
+	stopHanding := func() {}
+	if s.batch != nil {
+		handOut = func(recs []Record) { hands.Go(func() { s.handBatch(work, recs) }) }
+	} else {
+		// Records run on Concurrency goroutines that live as long as the
+		// relay, not on one per record: a fresh goroutine grows its stack
+		// through the sink's calls on every record, which took a tenth of
+		// the relay's CPU in a drain.
+		queue := make(chan Record, s.cfg.Concurrency)
+		for range s.cfg.Concurrency {
+			hands.Go(func() {
+				for rec := range queue {
+					s.hand(work, rec)
+				}
+			})
+		}
+		stopHanding = func() { close(queue) }
+		handOut = func(recs []Record) {
+			for _, rec := range recs {
+				queue <- rec
 			}
-		})
+		}
 	}
-	s.claimLoop(ctx, queue)
-	close(queue)
+	s.claimLoop(ctx, handOut)
+	stopHanding()
 
 	s.drain(ctx, &hands, stopWork)
 	close(s.settles)
@@ -165,15 +193,14 @@ func (s *supervisor) run(ctx context.Context) error {
 	return nil
 }
 
-// claimLoop claims due records and queues them for the hands, one slot
-// each, until ctx ends.
-func (s *supervisor) claimLoop(ctx context.Context, queue chan<- Record) {
+// claimLoop claims due records and hands them out, until ctx ends.
+func (s *supervisor) claimLoop(ctx context.Context, handOut func([]Record)) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	<-timer.C
 	var backoff time.Duration
 	for ctx.Err() == nil {
-		free := cap(s.slots) - len(s.slots)
+		free, lanes, rooms, full := s.room()
 		if free == 0 {
 			select {
 			case <-s.freed:
@@ -187,7 +214,7 @@ func (s *supervisor) claimLoop(ctx context.Context, queue chan<- Record) {
 		// records leased for a whole lease by a relay that is gone. Its
 		// answer is awaited for the grace period, and released below.
 		claimCtx, cancelClaim := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.GracePeriod)
-		recs, err := s.claim(claimCtx, limit)
+		recs, err := s.claim(claimCtx, limit, lanes, rooms)
 		cancelClaim()
 		if err != nil {
 			if ctx.Err() != nil {
@@ -206,33 +233,79 @@ func (s *supervisor) claimLoop(ctx context.Context, queue chan<- Record) {
 		if ctx.Err() != nil {
 			// Claimed as shutdown began: give the leases back unstarted.
 			for _, rec := range recs {
-				s.settles <- settlement{id: rec.ID, hand: rec.Hand, res: Result{outcome: outcomeRelease}}
+				s.settles <- settlementOf(rec, Result{outcome: outcomeRelease})
 			}
 			return
 		}
-		for _, rec := range recs {
-			s.slots <- struct{}{}
-			queue <- rec
+		if len(recs) > 0 {
+			s.take(recs)
+			handOut(recs)
 		}
 		if len(recs) == limit {
 			continue // more may be due
 		}
-		timer.Reset(s.nextWait(ctx))
+		timer.Reset(s.nextWait(ctx, full))
 		select {
 		case <-s.wake:
-			if !timer.Stop() {
-				<-timer.C
-			}
+		case <-s.freed:
 		case <-timer.C:
 		case <-ctx.Done():
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
 		}
 	}
 }
 
-// claim leases up to limit due records. Records handed too often come back
-// dead from the claim itself and are only reported.
-func (s *supervisor) claim(ctx context.Context, limit int) ([]Record, error) {
-	rows, err := s.db.QueryContext(ctx, s.ob.q.claim, s.cfg.Module, limit, s.cfg.Lease.Seconds(), s.cfg.MaxHands)
+// room reports what the next claim may take: free hand slots, and the
+// room of each lane with records in flight (full are those with none).
+func (s *supervisor) room() (free int, lanes []string, rooms []int64, full []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for lane, n := range s.lanes {
+		room := max(s.cfg.LaneLimit-n, 0)
+		lanes, rooms = append(lanes, lane), append(rooms, int64(room))
+		if room == 0 {
+			full = append(full, lane)
+		}
+	}
+	return s.cfg.Concurrency - s.inFlight, lanes, rooms, full
+}
+
+// take counts claimed records as in flight.
+func (s *supervisor) take(recs []Record) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inFlight += len(recs)
+	for _, rec := range recs {
+		s.lanes[rec.Lane]++
+	}
+}
+
+// release counts rec out of flight, and wakes the claim loop when that
+// gives room where there was none.
+func (s *supervisor) release(rec Record) {
+	s.mu.Lock()
+	wasFull := s.inFlight == s.cfg.Concurrency || s.lanes[rec.Lane] == s.cfg.LaneLimit
+	s.inFlight--
+	if s.lanes[rec.Lane]--; s.lanes[rec.Lane] == 0 {
+		delete(s.lanes, rec.Lane)
+	}
+	s.mu.Unlock()
+	if wasFull {
+		s.poke(s.freed)
+	}
+}
+
+// claim leases up to limit due records, no more of a lane than its room.
+// Records handed too often come back dead from the claim itself and are
+// only reported.
+func (s *supervisor) claim(ctx context.Context, limit int, lanes []string, rooms []int64) ([]Record, error) {
+	rows, err := s.db.QueryContext(ctx, s.ob.q.claim, s.cfg.Module, limit, s.cfg.Lease.Seconds(), s.cfg.MaxHands,
+		s.cfg.LaneLimit, pq.Array(lanes), pq.Array(rooms))
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
@@ -246,7 +319,7 @@ func (s *supervisor) claim(ctx context.Context, limit int) ([]Record, error) {
 			poisoned bool
 			staged   float64
 		)
-		if err := rows.Scan(&r.ID, &r.Kind, &r.Payload, &headers, &r.CorrelationID, &r.CausationID,
+		if err := rows.Scan(&r.ID, &r.Lane, &r.Kind, &r.Payload, &headers, &r.CorrelationID, &r.CausationID,
 			&r.CreatedAt, &r.Attempts, &r.Hand, &r.Unsure, &r.LastError, &poisoned, &staged); err != nil {
 			return nil, fmt.Errorf("claim: scan: %w", err)
 		}
@@ -254,12 +327,13 @@ func (s *supervisor) claim(ctx context.Context, limit int) ([]Record, error) {
 			s.log.WarnContext(ctx, "ignoring undecodable headers", "outbox_id", r.ID, "err", err)
 		}
 		if poisoned {
-			s.tel.settled(ctx, outcomeDead)
+			s.tel.settled(ctx, r.Lane, outcomeDead)
 			s.log.ErrorContext(ctx, "record dead after too many hands", "outbox_id", r.ID, "hands", r.Hand,
 				"max_hands", s.cfg.MaxHands, "last_error", r.LastError)
 			continue
 		}
 		r.staged = time.Duration(staged * float64(time.Second))
+		s.tel.handed(ctx, r.Lane, r.Waited())
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
@@ -269,15 +343,15 @@ func (s *supervisor) claim(ctx context.Context, limit int) ([]Record, error) {
 }
 
 // nextWait is how long the loop may sleep: until the module's next record
-// falls due, and no longer than the sweep interval (ListenDownSweep while
-// the LISTEN session is away).
-func (s *supervisor) nextWait(ctx context.Context) time.Duration {
+// falls due in a lane with room, and no longer than the sweep interval
+// (ListenDownSweep while the LISTEN session is away).
+func (s *supervisor) nextWait(ctx context.Context, full []string) time.Duration {
 	sweep := s.cfg.SweepInterval
 	if s.cfg.ListenDSN != "" && !s.listening.Load() {
 		sweep = min(sweep, ListenDownSweep)
 	}
 	var secs sql.NullFloat64
-	if err := s.db.QueryRowContext(ctx, s.ob.q.nextDue, s.cfg.Module).Scan(&secs); err != nil || !secs.Valid {
+	if err := s.db.QueryRowContext(ctx, s.ob.q.nextDue, s.cfg.Module, pq.Array(full)).Scan(&secs); err != nil || !secs.Valid {
 		return sweep
 	}
 	// A little past the due time, so the claim finds it due.
@@ -285,38 +359,24 @@ func (s *supervisor) nextWait(ctx context.Context) time.Duration {
 	return min(max(d, time.Millisecond), sweep)
 }
 
-// hand gives one record to the sink and queues its settlement.
+// hand gives one record to a record sink and answers for it.
 func (s *supervisor) hand(work context.Context, rec Record) {
-	ctx, span := s.startSpan(work, rec)
+	ctx, span := rec.StartSpan(rec.Context(work), s.tel.tracer, "process "+rec.Module)
 	defer span.End()
 	ctx, cancel := context.WithTimeoutCause(ctx, s.cfg.HandTimeout,
 		fmt.Errorf("%w: HandTimeout of %s passed", ErrHandTimeout, s.cfg.HandTimeout))
 	defer cancel()
 
-	s.tel.handed(ctx, rec.Waited())
 	start := time.Now()
-	res := s.call(ctx, rec)
-	if res.outcome == outcomeUnsure && rec.Unsure+1 >= s.cfg.MaxUnsure {
-		res = Dead(fmt.Errorf("the sink could not commit its work %d times (MaxUnsure); last: %s", rec.Unsure+1, res.text))
-	}
-	s.tel.finished(ctx, res.outcome, time.Since(start))
-
-	switch res.outcome {
-	case outcomeDone:
-		s.log.DebugContext(ctx, "record done", "outbox_id", rec.ID, "hand", rec.Hand)
-	case outcomeRetry, outcomeUnsure:
+	res := s.final(rec, s.call(ctx, rec))
+	if res.outcome != outcomeDone {
 		span.SetStatus(codes.Error, res.text)
-		s.log.WarnContext(ctx, "record will be retried", "outbox_id", rec.ID, "attempt", rec.Attempts+1,
-			"delay", res.delay, "err", res.text)
-	case outcomeDead:
-		span.SetStatus(codes.Error, res.text)
-		s.log.ErrorContext(ctx, "record dead", "outbox_id", rec.ID, "attempt", rec.Attempts+1, "err", res.text)
 	}
-	s.settles <- settlement{id: rec.ID, hand: rec.Hand, res: res}
+	s.answered(rec, res, time.Since(start), true)
 }
 
-// call runs the sink, turning a panic or a missing answer into a retry
-// after the lease, as if the hand had crashed, but with a reason.
+// call runs the record sink, turning a panic into a retry after the lease,
+// as if the hand had crashed, but with a reason.
 func (s *supervisor) call(ctx context.Context, rec Record) (res Result) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -324,34 +384,64 @@ func (s *supervisor) call(ctx context.Context, rec Record) (res Result) {
 			res = Retry(s.cfg.Lease, fmt.Errorf("sink panicked: %v", p))
 		}
 	}()
-	res = s.sink.Handle(ctx, rec)
-	if res.outcome == outcomeInvalid {
-		res = Retry(s.cfg.Lease, errors.New("sink returned the zero Result"))
+	return s.sink.Handle(ctx, rec)
+}
+
+// handBatch gives a claimed batch to the batch sink, and answers for
+// whatever it left without an answer.
+func (s *supervisor) handBatch(work context.Context, recs []Record) {
+	ctx, cancel := context.WithTimeoutCause(work, s.cfg.HandTimeout,
+		fmt.Errorf("%w: HandTimeout of %s passed", ErrHandTimeout, s.cfg.HandTimeout))
+	defer cancel()
+	b := &Batch{recs: recs, s: s, at: time.Now(), answers: make([]answer, len(recs))}
+	why := "the sink returned without an answer for the record"
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				s.log.ErrorContext(ctx, "sink panicked", "records", len(recs), "panic", p, "stack", string(debug.Stack()))
+				why = fmt.Sprintf("sink panicked: %v", p)
+			}
+		}()
+		s.batch.HandleBatch(ctx, b)
+	}()
+	b.finish(why)
+}
+
+// final is res as the relay settles it for rec: a zero Result is a retry
+// after the lease, and the MaxUnsure-th Unsure is dead.
+func (s *supervisor) final(rec Record, res Result) Result {
+	switch {
+	case res.outcome == outcomeInvalid:
+		return Retry(s.cfg.Lease, errors.New("sink returned the zero Result"))
+	case res.outcome == outcomeUnsure && rec.Unsure+1 >= s.cfg.MaxUnsure:
+		return Dead(fmt.Errorf("the sink could not commit its work %d times (MaxUnsure); last: %s", rec.Unsure+1, res.text))
 	}
 	return res
 }
 
-// startSpan restores what the staging write's context carried and starts
-// the hand's consumer span inside its trace, linked to the staging span.
-func (s *supervisor) startSpan(work context.Context, rec Record) (context.Context, trace.Span) {
-	ctx := propagator.Extract(work, propagation.MapCarrier(rec.Headers))
-	ctx = WithCorrelationID(ctx, rec.CorrelationID)
-	ctx = WithCausationID(ctx, rec.ID.String())
-	opts := []trace.SpanStartOption{
-		trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithAttributes(
-			attribute.String("messaging.system", "tidings"),
-			attribute.String("messaging.operation.type", "process"),
-			attribute.String("messaging.destination.name", rec.Module),
-			attribute.String("messaging.message.id", rec.ID.String()),
-			attribute.String("messaging.message.conversation_id", rec.CorrelationID),
-			attribute.Int("tidings.hand", rec.Hand),
-		),
+// answered records rec's final result: it counts and logs it, queues it to
+// be settled unless the sink's transaction already did, and frees rec's
+// slot.
+func (s *supervisor) answered(rec Record, res Result, took time.Duration, settle bool) {
+	ctx := context.Background()
+	s.tel.finished(ctx, rec.Lane, res.outcome, took)
+	switch res.outcome {
+	case outcomeDone:
+		s.log.DebugContext(ctx, "record done", "outbox_id", rec.ID, "hand", rec.Hand)
+	case outcomeRetry, outcomeUnsure:
+		s.log.WarnContext(ctx, "record will be retried", "outbox_id", rec.ID, "attempt", rec.Attempts+1,
+			"delay", res.delay, "err", res.text)
+	case outcomeDead:
+		s.log.ErrorContext(ctx, "record dead", "outbox_id", rec.ID, "attempt", rec.Attempts+1, "err", res.text)
 	}
-	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
-		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
+	if settle {
+		s.settles <- settlementOf(rec, res)
+	} else if res.outcome == outcomeRetry || res.outcome == outcomeRelease || res.outcome == outcomeUnsure {
+		// Written in the sink's transaction: the claim loop learns the new
+		// due time now (the settle loop wakes it for what it writes).
+		s.poke(s.wake)
 	}
-	return s.tel.tracer.Start(ctx, "process "+rec.Module, opts...)
+	s.release(rec)
 }
 
 // drain waits for in-flight hands for the grace period, then cancels them
@@ -369,7 +459,10 @@ func (s *supervisor) drain(ctx context.Context, hands *sync.WaitGroup, stopWork 
 		return
 	case <-grace.C:
 	}
-	s.log.WarnContext(ctx, "grace period over; cancelling in-flight hands", "in_flight", len(s.slots))
+	s.mu.Lock()
+	inFlight := s.inFlight
+	s.mu.Unlock()
+	s.log.WarnContext(ctx, "grace period over; cancelling in-flight hands", "in_flight", inFlight)
 	stopWork()
 	<-done
 }
@@ -379,11 +472,4 @@ func (s *supervisor) poke(ch chan struct{}) {
 	case ch <- struct{}{}:
 	default:
 	}
-}
-
-// settlement is one record's answer, on its way to the database.
-type settlement struct {
-	id   uuid.UUID
-	hand int
-	res  Result
 }

@@ -269,7 +269,7 @@ func TestSupervise(t *testing.T) {
 			}
 		})
 		cfg := b.config(t)
-		cfg.Concurrency = 2
+		cfg.Concurrency, cfg.LaneLimit = 2, 2
 		cfg.BatchSize = 2
 		b.stage(t, 5)
 		stop := supervise(t, b.db, cfg, sink)
@@ -340,6 +340,8 @@ func TestSuperviseRejectsBadConfig(t *testing.T) {
 		"NegativeConc":      {relay.Config{Module: module, Concurrency: -5}, "Concurrency is negative"},
 		"LeaseBelowTimeout": {relay.Config{Module: module, HandTimeout: time.Minute, Lease: 30 * time.Second}, "Lease (30s) must be longer than HandTimeout (1m0s)"},
 		"NegativeGrace":     {relay.Config{Module: module, GracePeriod: -time.Second}, "GracePeriod is negative"},
+		"NegativeUnsure":    {relay.Config{Module: module, MaxUnsure: -1}, "MaxUnsure is negative"},
+		"LaneAboveConc":     {relay.Config{Module: module, Concurrency: 10, LaneLimit: 11}, "LaneLimit (11) must not exceed Concurrency (10)"},
 	} {
 		err := relay.Supervise(t.Context(), db, &tc.cfg, newRecorder(nil))
 		require.ErrorIs(t, err, relay.ErrConfig, name)
@@ -399,8 +401,7 @@ func TestSuperviseWarnsAboutIdleTransactionTimeout(t *testing.T) {
 	var logs syncBuffer
 	cfg := b.config(t)
 	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
-	db := pgtest.Open(t)
-	db.SetMaxOpenConns(1)
+	db := pgtest.Open(t, 1)
 	_, err := db.ExecContext(t.Context(), `SET idle_in_transaction_session_timeout = '1s'`)
 	require.NoError(t, err)
 	supervise(t, db, cfg, newRecorder(nil))
@@ -435,8 +436,7 @@ func (b *syncBuffer) String() string {
 func TestClaimLeavesTheSessionDurable(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	db := pgtest.Open(t)
-	db.SetMaxOpenConns(1) // the claim's session is the one checked below
+	db := pgtest.Open(t, 1) // the claim's session is the one checked below
 	// The test cluster does not flush; the session asks for it.
 	_, err := db.ExecContext(t.Context(), `SET synchronous_commit = on`)
 	require.NoError(t, err)

@@ -28,7 +28,7 @@ type childConfig struct {
 	DSN        string `json:"dsn"`
 	Schema     string `json:"schema"`
 	Expect     int    `json:"expect"`
-	Group      int    `json:"group"`
+	Commit     string `json:"commit"`
 	Batch      int    `json:"batch"`
 	Conc       int    `json:"concurrency"`
 	CPUProfile string `json:"cpuprofile,omitempty"`
@@ -64,7 +64,7 @@ func runChild(ctx context.Context, arg string) error {
 		return err
 	}
 	defer func() { _ = stopProfile() }()
-	dc := drainConfig{group: cc.Group, batch: cc.Batch, conc: cc.Conc}
+	dc := drainConfig{commit: cc.Commit, batch: cc.Batch, conc: cc.Conc}
 	db, err := openPool(ctx, cc.DSN, dc.poolSize())
 	if err != nil {
 		return err
@@ -72,7 +72,7 @@ func runChild(ctx context.Context, arg string) error {
 	defer db.Close()
 	s := benchSchema{name: cc.Schema, q: pq.QuoteIdentifier(cc.Schema)}
 	dl := &tally{want: int64(cc.Expect), done: make(chan struct{})}
-	disp, err := dc.dispatcher(db, s, dl)
+	disp, err := dc.dispatcher(dl)
 	if err != nil {
 		return err
 	}
@@ -168,7 +168,7 @@ func backlogOnce(ctx context.Context, cfg config, srv server, postmaster, size i
 	if err != nil {
 		return r, err
 	}
-	arg, err := json.Marshal(childConfig{DSN: srv.dsn, Schema: s.name, Expect: size, Group: dc.group,
+	arg, err := json.Marshal(childConfig{DSN: srv.dsn, Schema: s.name, Expect: size, Commit: dc.commit,
 		Batch: dc.batch, Conc: dc.conc, CPUProfile: profile})
 	if err != nil {
 		return r, err

@@ -26,7 +26,7 @@ type config struct {
 
 	// drain
 	events      int
-	groups      []int
+	commits     []string
 	batches     []int
 	concurrency []int
 	drains      []drainConfig // explicit settings; nil means every combination of the three lists
@@ -37,7 +37,7 @@ type config struct {
 	duration      time.Duration
 	warmup        time.Duration
 	wakes         []wake
-	steadyGroups  []int
+	steadyCommits []string
 	steadyWriters int
 
 	// sustain
@@ -86,24 +86,24 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("tidings-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var drains, stageModes, only, groups, batches, conc, wakes, steadyGroups, writers, backlogs string
+	var drains, stageModes, only, commits, batches, conc, wakes, steadyCommits, writers, backlogs string
 	fs.StringVar(&c.database, "database", "", "PostgreSQL URL; empty starts a durable throwaway cluster (fsync and synchronous_commit on)")
 	fs.StringVar(&only, "only", strings.Join(scenarios, ","), "scenarios to run: "+strings.Join(scenarios, ","))
 	fs.IntVar(&c.runs, "runs", 1, "how many times to run each scenario; the tables show medians")
 	fs.IntVar(&c.longRuns, "long-runs", 0, "how many times to run sustain and backlog; 0 means -runs")
 
 	fs.IntVar(&c.events, "events", 100_000, "drain: requests staged in advance")
-	fs.StringVar(&groups, "group", "1,50", "drain: notification GroupSize values")
+	fs.StringVar(&commits, "commit", "each,shared", "drain: how the channel's claims commit: each (notification.CommitEach) or shared (CommitShared)")
 	fs.StringVar(&batches, "batch", "50", "drain: relay BatchSize values")
 	fs.StringVar(&conc, "concurrency", "50", "drain: relay Concurrency values")
-	fs.StringVar(&drains, "drain", "", "drain: explicit settings as GroupSize/BatchSize/Concurrency triples, e.g. 1/50/50,200/200/200; overrides -group, -batch and -concurrency")
+	fs.StringVar(&drains, "drain", "", "drain: explicit settings as commit/BatchSize/Concurrency triples, e.g. each/50/50,shared/500/500; overrides -commit, -batch and -concurrency")
 	fs.IntVar(&c.stageChunk, "stage-chunk", 5000, "requests per StageBatch when staging a backlog")
 
 	fs.IntVar(&c.rate, "rate", 1000, "steady: requests staged per second, one per transaction")
 	fs.DurationVar(&c.duration, "duration", 20*time.Second, "steady: how long to stage at -rate (after -warmup)")
 	fs.DurationVar(&c.warmup, "warmup", time.Second, "steady: leading time whose requests are left out of the latencies")
 	fs.StringVar(&wakes, "wake", "listen,poll10ms,both", "steady: wake-up paths: listen, after (NOTIFY sent after the commit by a relay.Waker), poll<interval>, both (listen and a 10ms poll) or both<interval>")
-	fs.StringVar(&steadyGroups, "steady-group", "1", "steady: notification GroupSize values")
+	fs.StringVar(&steadyCommits, "steady-commit", "each", "steady: how the channel's claims commit: each or shared")
 	fs.IntVar(&c.steadyWriters, "steady-writers", 32, "steady: goroutines that stage on the fixed schedule")
 
 	fs.DurationVar(&c.sustain, "sustain", 2*time.Minute, "sustain: how long the drain must last")
@@ -150,8 +150,8 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 		}
 		c.only = append(c.only, s)
 	}
-	if c.groups, err = ints(groups, 1); err != nil {
-		return c, fail("group", err)
+	if c.commits, err = commitModes(commits); err != nil {
+		return c, fail("commit", err)
 	}
 	if c.batches, err = ints(batches, 1); err != nil {
 		return c, fail("batch", err)
@@ -162,15 +162,16 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	if drains != "" {
 		for t := range strings.SplitSeq(drains, ",") {
 			t = strings.TrimSpace(t)
-			v, err := ints(strings.ReplaceAll(t, "/", ","), 1)
-			if err != nil || len(v) != 3 {
-				return c, fail("drain", fmt.Errorf("%q: want GroupSize/BatchSize/Concurrency", t))
+			mode, rest, _ := strings.Cut(t, "/")
+			v, err := ints(strings.ReplaceAll(rest, "/", ","), 1)
+			if _, merr := commitModes(mode); err != nil || merr != nil || len(v) != 2 {
+				return c, fail("drain", fmt.Errorf("%q: want commit/BatchSize/Concurrency, commit each or shared", t))
 			}
-			c.drains = append(c.drains, drainConfig{group: v[0], batch: v[1], conc: v[2]})
+			c.drains = append(c.drains, drainConfig{commit: mode, batch: v[0], conc: v[1]})
 		}
 	}
-	if c.steadyGroups, err = ints(steadyGroups, 1); err != nil {
-		return c, fail("steady-group", err)
+	if c.steadyCommits, err = commitModes(steadyCommits); err != nil {
+		return c, fail("steady-commit", err)
 	}
 	if c.writers, err = ints(writers, 1); err != nil {
 		return c, fail("writers", err)
@@ -268,4 +269,17 @@ func parseWake(s string) (wake, error) {
 		return wake{name: s, sweep: d}, err
 	}
 	return wake{}, fmt.Errorf("unknown wake-up path %q: want listen, after, poll<interval>, both or both<interval>", s)
+}
+
+// commitModes parses a comma-separated list of commit modes.
+func commitModes(s string) ([]string, error) {
+	var out []string
+	for m := range strings.SplitSeq(s, ",") {
+		m = strings.TrimSpace(m)
+		if m != "each" && m != "shared" {
+			return nil, fmt.Errorf("unknown commit mode %q: want each or shared", m)
+		}
+		out = append(out, m)
+	}
+	return out, nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tidings-go/tidings/delivery"
+	"github.com/tidings-go/tidings/notification"
 	"github.com/tidings-go/tidings/relay"
 )
 
@@ -101,13 +103,35 @@ func (t *tally) Deliver(_ context.Context, _ delivery.Pending) delivery.Outcome 
 // which then begins the claim's transaction, claims in the inbox and
 // calls the delivery: it splits commit-to-delivery-start in two.
 type timedSink struct {
-	next  relay.Sink
+	next  *notification.Dispatcher
 	base  time.Time
 	hands []atomic.Int64 // ns since base at the first hand
 }
 
+var (
+	_ relay.BatchSink = (*timedSink)(nil)
+	_ relay.Preparer  = (*timedSink)(nil)
+)
+
 func (t *timedSink) Handle(ctx context.Context, rec relay.Record) relay.Result {
+	t.handed(rec, int64(time.Since(t.base)))
+	return t.next.Handle(ctx, rec)
+}
+
+func (t *timedSink) HandleBatch(ctx context.Context, b *relay.Batch) {
 	now := int64(time.Since(t.base))
+	for i := range b.Len() {
+		t.handed(b.Record(i), now)
+	}
+	t.next.HandleBatch(ctx, b)
+}
+
+func (t *timedSink) Prepare(ctx context.Context, db *sql.DB, cfg relay.Config) error {
+	return t.next.Prepare(ctx, db, cfg)
+}
+
+// handed notes when rec's request was first handed.
+func (t *timedSink) handed(rec relay.Record, now int64) {
 	var p struct {
 		Data struct {
 			Seq *int `json:"seq"`
@@ -116,5 +140,4 @@ func (t *timedSink) Handle(ctx context.Context, rec relay.Record) relay.Result {
 	if err := json.Unmarshal(rec.Payload, &p); err == nil && p.Data.Seq != nil && *p.Data.Seq >= 0 && *p.Data.Seq < len(t.hands) {
 		t.hands[*p.Data.Seq].CompareAndSwap(0, now)
 	}
-	return t.next.Handle(ctx, rec)
 }

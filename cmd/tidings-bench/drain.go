@@ -14,24 +14,35 @@ import (
 	"github.com/tidings-go/tidings/relay"
 )
 
-// drainConfig is one setting of the relay and the dispatcher.
+// drainConfig is one setting of the relay and the dispatcher: how the
+// channel's claims commit ("each" or "shared", notification.Commit), the
+// relay's BatchSize and Concurrency.
 type drainConfig struct {
-	group, batch, conc int
+	commit      string
+	batch, conc int
 }
 
 func (d drainConfig) String() string {
-	return fmt.Sprintf("GroupSize %d, BatchSize %d, Concurrency %d", d.group, d.batch, d.conc)
+	return fmt.Sprintf("commit %s, BatchSize %d, Concurrency %d", d.commit, d.batch, d.conc)
 }
 
 func (d drainConfig) key() string {
-	return fmt.Sprintf("g%d/b%d/c%d", d.group, d.batch, d.conc)
+	return fmt.Sprintf("%s/b%d/c%d", d.commit, d.batch, d.conc)
+}
+
+// mode is the notification.Commit of d.commit.
+func (d drainConfig) mode() notification.Commit {
+	if d.commit == "shared" {
+		return notification.CommitShared
+	}
+	return notification.CommitEach
 }
 
 // poolSize is enough connections for the relay and every hand: each
-// request delivered alone holds one for its claim's transaction; a group
-// holds one for all its members, and few groups are open at once.
+// request delivered alone holds one for its claim's transaction; a shared
+// commit holds one for a whole batch of the channel.
 func (d drainConfig) poolSize() int {
-	if d.group > 1 {
+	if d.mode() == notification.CommitShared {
 		return min(d.conc, 90) + 10
 	}
 	return d.conc + 10
@@ -41,12 +52,11 @@ func (d drainConfig) relayConfig(s benchSchema, listenDSN string) relay.Config {
 	return relay.Config{Module: module, Schema: s.name, ListenDSN: listenDSN, BatchSize: d.batch, Concurrency: d.conc}
 }
 
-func (d drainConfig) dispatcher(db *sql.DB, s benchSchema, dl delivery.Delivery) (*notification.Dispatcher, error) {
-	return notification.NewDispatcher(db, &notification.Config{
+func (d drainConfig) dispatcher(dl delivery.Delivery) (*notification.Dispatcher, error) {
+	return notification.NewDispatcher(&notification.Config{
 		Consumer:   consumer,
-		Schema:     s.name,
 		Deliveries: map[string]delivery.Delivery{channel: dl},
-		GroupSize:  d.group,
+		Commit:     map[string]notification.Commit{channel: d.mode()},
 	})
 }
 
@@ -91,7 +101,7 @@ func drainOnce(ctx context.Context, cfg config, srv server, postmaster int, n in
 		return r, err
 	}
 	dl := newCounter(n, ids, false, time.Now())
-	disp, err := dc.dispatcher(db, s, dl)
+	disp, err := dc.dispatcher(dl)
 	if err != nil {
 		return r, err
 	}
@@ -210,10 +220,10 @@ func (c config) drainConfigs() []drainConfig {
 		return c.drains
 	}
 	var out []drainConfig
-	for _, g := range c.groups {
+	for _, g := range c.commits {
 		for _, b := range c.batches {
 			for _, cc := range c.concurrency {
-				out = append(out, drainConfig{group: g, batch: b, conc: cc})
+				out = append(out, drainConfig{commit: g, batch: b, conc: cc})
 			}
 		}
 	}

@@ -21,8 +21,8 @@
 //     to a raw LISTEN/NOTIFY floor;
 //   - drain: -events requests staged in advance, drained through
 //     relay.Supervise and notification.Dispatcher with an in-memory
-//     delivery answering Delivered, for each GroupSize, BatchSize and
-//     Concurrency given; every request is checked delivered once;
+//     delivery answering Delivered, for each commit mode (each, shared),
+//     BatchSize and Concurrency given; every request is checked delivered once;
 //   - sustain: a drain long enough to last -sustain, its rate per -window;
 //   - backlog: drains of each -backlog size with the relay in a child
 //     process whose peak RSS is sampled from /proc.

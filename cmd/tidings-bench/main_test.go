@@ -27,7 +27,7 @@ func TestMain(m *testing.M) {
 func TestEveryScenarioRuns(t *testing.T) {
 	var out bytes.Buffer
 	err := run(t.Context(), []string{
-		"-events", "300", "-drain", "1/50/50,50/50/200",
+		"-events", "300", "-drain", "each/50/50,shared/50/200",
 		"-rate", "200", "-duration", "1s", "-warmup", "100ms", "-steady-writers", "4", "-wake", "listen,after,poll10ms",
 		"-writers", "1,4", "-stage-duration", "1s",
 		"-sustain", "2s", "-window", "1s", "-sustain-events", "2000",
@@ -44,10 +44,10 @@ func TestEveryScenarioRuns(t *testing.T) {
 		"### Ceiling (pgbench, same run)",
 		"| pgbench: 50 deliveries per tx, 2 clients | events/s |",
 		"| Outbox.Stage, 4 writers, NOTIFY after commit (relay.Waker) | commits/s |",
-		"| relay LISTEN (sweep 30 s), GroupSize 1, 200/s: p99 | ms |",
-		"| drain 300, GroupSize 50, BatchSize 50, Concurrency 200: first to last settle | events/s |",
+		"| relay LISTEN (sweep 30 s), commit each, 200/s: p99 | ms |",
+		"| drain 300, commit shared, BatchSize 50, Concurrency 200: first to last settle | events/s |",
 		"### Sustained drain",
-		"| backlog 400, GroupSize 50, BatchSize 50, Concurrency 200: relay peak RSS (VmHWM) | MiB |",
+		"| backlog 400, commit shared, BatchSize 50, Concurrency 200: relay peak RSS (VmHWM) | MiB |",
 		"### Targets",
 	} {
 		if !strings.Contains(report, want) {

@@ -176,16 +176,16 @@ func targets(cfg config, res *results) []target {
 		}
 	}
 	for _, w := range cfg.wakes {
-		for _, g := range cfg.steadyGroups {
-			key := fmt.Sprintf("steady/%s/g%d", w, g)
+		for _, g := range cfg.steadyCommits {
+			key := fmt.Sprintf("steady/%s/%s", w, g)
 			p50, ok1 := res.get(key + "/p50")
 			p99, ok2 := res.get(key + "/p99")
 			if ok1 && ok2 {
 				ts = append(ts, target{
-					name:     fmt.Sprintf("steady %d/s, %s, GroupSize %d: p50", cfg.rate, describeWake(w), g),
+					name:     fmt.Sprintf("steady %d/s, %s, commit %s: p50", cfg.rate, describeWake(w), g),
 					measured: format(p50) + " ms", goal: "<= 2 ms", verdict: atMost(p50, 2, "ms"),
 				}, target{
-					name:     fmt.Sprintf("steady %d/s, %s, GroupSize %d: p99", cfg.rate, describeWake(w), g),
+					name:     fmt.Sprintf("steady %d/s, %s, commit %s: p99", cfg.rate, describeWake(w), g),
 					measured: format(p99) + " ms", goal: "<= 20 ms", verdict: atMost(p99, 20, "ms"),
 				})
 			}

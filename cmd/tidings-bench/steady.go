@@ -144,8 +144,8 @@ func summarize(committed []int64, took []time.Duration, starts, hands func(i int
 }
 
 // steadyOnce runs the relay with wake-up path w and stages at -rate.
-func steadyOnce(ctx context.Context, cfg config, srv server, w wake, group int) (steadyResult, error) {
-	dc := drainConfig{group: group, batch: relay.BatchSizeDefault, conc: relay.ConcurrencyDefault}
+func steadyOnce(ctx context.Context, cfg config, srv server, w wake, commit string) (steadyResult, error) {
+	dc := drainConfig{commit: commit, batch: relay.BatchSizeDefault, conc: relay.ConcurrencyDefault}
 	db, err := openPool(ctx, srv.dsn, cfg.steadyWriters+dc.poolSize()+1)
 	if err != nil {
 		return steadyResult{}, err
@@ -160,7 +160,7 @@ func steadyOnce(ctx context.Context, cfg config, srv server, w wake, group int) 
 	n := int(float64(cfg.rate) * (cfg.warmup + cfg.duration).Seconds())
 	base := time.Now()
 	dl := newCounter(n, nil, true, base)
-	disp, err := dc.dispatcher(db, s, dl)
+	disp, err := dc.dispatcher(dl)
 	if err != nil {
 		return steadyResult{}, err
 	}
@@ -275,7 +275,7 @@ func rawOnce(ctx context.Context, cfg config, srv server) (steadyResult, error) 
 }
 
 // runSteady measures commit-to-delivery-start latency for each wake-up
-// path and group size, and the raw LISTEN/NOTIFY floor, -runs times,
+// path and commit mode, and the raw LISTEN/NOTIFY floor, -runs times,
 // alternating the variants within a run.
 func runSteady(ctx context.Context, cfg config, srv server, res *results) error {
 	const section = "Steady rate: commit to delivery start"
@@ -287,14 +287,14 @@ func runSteady(ctx context.Context, cfg config, srv server, res *results) error 
 		}
 		addSteady(res, section, "steady/raw", fmt.Sprintf("raw LISTEN/NOTIFY (floor), %d/s", cfg.rate), r)
 		for _, w := range cfg.wakes {
-			for _, g := range cfg.steadyGroups {
-				progress("steady, run %d of %d: %s, GroupSize %d, %d/s for %s", run, cfg.runs, w, g, cfg.rate, cfg.warmup+cfg.duration)
+			for _, g := range cfg.steadyCommits {
+				progress("steady, run %d of %d: %s, commit %s, %d/s for %s", run, cfg.runs, w, g, cfg.rate, cfg.warmup+cfg.duration)
 				r, err := steadyOnce(ctx, cfg, srv, w, g)
 				if err != nil {
-					return fmt.Errorf("steady (%s, GroupSize %d): %w", w, g, err)
+					return fmt.Errorf("steady (%s, commit %s): %w", w, g, err)
 				}
-				addSteady(res, section, fmt.Sprintf("steady/%s/g%d", w, g),
-					fmt.Sprintf("relay %s, GroupSize %d, %d/s", describeWake(w), g, cfg.rate), r)
+				addSteady(res, section, fmt.Sprintf("steady/%s/%s", w, g),
+					fmt.Sprintf("relay %s, commit %s, %d/s", describeWake(w), g, cfg.rate), r)
 			}
 		}
 	}

@@ -25,6 +25,18 @@ func (c *counting) Deliver(ctx context.Context, p delivery.Pending) delivery.Out
 	return c.next.Deliver(ctx, p)
 }
 
+// Repeats passes on what the wrapped delivery declares: a wrapper that did
+// not would have the dispatcher take it for one that calls a provider, and
+// give it no transaction.
+func (c *counting) Repeats() delivery.Repeat { return delivery.RepeatsOf(c.next) }
+
+// inTx is a delivery function that writes through the claim's transaction.
+type inTx delivery.Func
+
+func (f inTx) Deliver(ctx context.Context, p delivery.Pending) delivery.Outcome { return f(ctx, p) }
+
+func (inTx) Repeats() delivery.Repeat { return delivery.RepeatImpossible }
+
 func TestThroughTheDispatcher(t *testing.T) {
 	t.Parallel()
 
@@ -84,7 +96,7 @@ func TestThroughTheDispatcher(t *testing.T) {
 			countSQL                  = `SELECT count(*) FROM "` + b.schema + `".inapp_notifications WHERE id = $1`
 			firstInner                atomic.Value
 		)
-		flaky := delivery.Func(func(ctx context.Context, p delivery.Pending) delivery.Outcome {
+		flaky := inTx(func(ctx context.Context, p delivery.Pending) delivery.Outcome {
 			calls.Add(1)
 			out := b.inapp.Deliver(ctx, p)
 			if p.Attempt > 1 || out.Kind() != delivery.KindDelivered {

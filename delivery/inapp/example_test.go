@@ -60,8 +60,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	dispatcher, err := notification.NewDispatcher(db, &notification.Config{
-		Consumer:   "app_notify",
+	dispatcher, err := notification.NewDispatcher(&notification.Config{
 		Deliveries: map[string]delivery.Delivery{"inapp": inbox},
 	})
 	if err != nil {

@@ -52,13 +52,12 @@ func setup(t *testing.T) testBundle {
 }
 
 // run supervises a relay whose dispatcher delivers channel "inapp" through
-// dl, until the test ends, and returns the dispatcher. Its retry policy is
-// fast enough for tests: no jitter, 50 ms doubling.
-func (b testBundle) run(t *testing.T, dl delivery.Delivery) *notification.Dispatcher {
+// dl, until the test ends, and returns a client of the test's schema. Its
+// retry policy is fast enough for tests: no jitter, 50 ms doubling.
+func (b testBundle) run(t *testing.T, dl delivery.Delivery) *notification.Client {
 	t.Helper()
-	d, err := notification.NewDispatcher(b.db, &notification.Config{
+	d, err := notification.NewDispatcher(&notification.Config{
 		Consumer:        consumer,
-		Schema:          b.schema,
 		Deliveries:      map[string]delivery.Delivery{channel: dl},
 		Policy:          retrypolicy.Policy{BaseDelay: 50 * time.Millisecond, RandFunc: func() float64 { return 0 }},
 		DeliveryTimeout: 4 * time.Second,
@@ -80,7 +79,9 @@ func (b testBundle) run(t *testing.T, dl delivery.Delivery) *notification.Dispat
 		cancel()
 		require.NoError(t, <-done)
 	})
-	return d
+	c, err := notification.NewClient(b.db, &notification.ClientConfig{Schema: b.schema, Consumer: consumer})
+	require.NoError(t, err)
+	return c
 }
 
 // stage commits reqs in one transaction, with ctx's correlation id, and
@@ -107,9 +108,9 @@ func (b testBundle) wake(t *testing.T) uuid.UUID {
 	return id
 }
 
-// waitSettled waits, with a deadline, until the dispatcher settled id,
-// and returns its status.
-func waitSettled(t *testing.T, d *notification.Dispatcher, id uuid.UUID) relay.Status {
+// waitSettled waits, with a deadline, until id is settled, and returns its
+// status.
+func waitSettled(t *testing.T, d *notification.Client, id uuid.UUID) relay.Status {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
 	defer cancel()

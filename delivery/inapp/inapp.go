@@ -70,7 +70,15 @@ type Delivery struct {
 	q  queries
 }
 
-var _ delivery.Delivery = (*Delivery)(nil)
+var (
+	_ delivery.Delivery = (*Delivery)(nil)
+	_ delivery.Repeater = (*Delivery)(nil)
+)
+
+// Repeats answers delivery.RepeatImpossible: the row is written through the
+// claim's transaction, so the dispatcher gives Deliver that transaction
+// whether or not the request shares its commit.
+func (d *Delivery) Repeats() delivery.Repeat { return delivery.RepeatImpossible }
 
 // New returns the Delivery of the in-app table in schema ("" means
 // SchemaDefault), reached through db. The schema name must be a lower-case

@@ -24,7 +24,21 @@ type Delivery struct {
 	pool *pool
 }
 
-var _ delivery.Delivery = (*Delivery)(nil)
+var (
+	_ delivery.Delivery = (*Delivery)(nil)
+	_ delivery.Repeater = (*Delivery)(nil)
+)
+
+// Repeats answers delivery.RepeatDropped when Config.IdempotencyHeader
+// names a header the provider deduplicates on (Resend's
+// Resend-Idempotency-Key), and delivery.RepeatSends otherwise: a plain
+// SMTP server sends a repeat again.
+func (d *Delivery) Repeats() delivery.Repeat {
+	if d.s.idemHeader != "" {
+		return delivery.RepeatDropped
+	}
+	return delivery.RepeatSends
+}
 
 // New returns a Delivery for cfg, which it validates: Addr, From, the
 // credentials, TLS, Hostname, IdempotencyHeader, Timeout and IdleTimeout,

@@ -28,7 +28,14 @@ type Delivery struct {
 	s *settings
 }
 
-var _ delivery.Delivery = (*Delivery)(nil)
+var (
+	_ delivery.Delivery = (*Delivery)(nil)
+	_ delivery.Repeater = (*Delivery)(nil)
+)
+
+// Repeats answers delivery.RepeatDropped: Twilio drops a message repeated
+// under the same I-Twilio-Idempotency-Token within its window.
+func (d *Delivery) Repeats() delivery.Repeat { return delivery.RepeatDropped }
 
 // New returns a Delivery for cfg, which it validates: BaseURL, AccountSID,
 // AuthToken, From or MessagingServiceSID, Timeout, and every template,

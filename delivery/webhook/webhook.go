@@ -29,7 +29,14 @@ type Delivery struct {
 	now func() time.Time
 }
 
-var _ delivery.Delivery = (*Delivery)(nil)
+var (
+	_ delivery.Delivery = (*Delivery)(nil)
+	_ delivery.Repeater = (*Delivery)(nil)
+)
+
+// Repeats answers delivery.RepeatDropped: a Standard Webhooks receiver
+// deduplicates on webhook-id, which is the request's id (see Verify).
+func (d *Delivery) Repeats() delivery.Repeat { return delivery.RepeatDropped }
 
 // New returns a Delivery for cfg, which it validates: every secret (a nil
 // cfg has none), Timeout and UserAgent. The error joins every problem

@@ -69,9 +69,8 @@ func child(ctx context.Context, log *slog.Logger) error {
 		}
 		return delivery.Delivered()
 	})
-	d, err := notification.NewDispatcher(db, &notification.Config{
+	d, err := notification.NewDispatcher(&notification.Config{
 		Consumer:        consumer,
-		Schema:          schema,
 		Deliveries:      map[string]delivery.Delivery{channel: post},
 		Policy:          retrypolicy.Policy{BaseDelay: time.Second, MaxDelay: 10 * time.Second},
 		DeliveryTimeout: 4 * time.Second,
@@ -80,12 +79,6 @@ func child(ctx context.Context, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	// Each hand carries its start, which the delivery passes on to the
-	// provider: the start of the window in which a fault can make the
-	// provider see the request again.
-	sink := relay.SinkFunc(func(ctx context.Context, rec relay.Record) relay.Result {
-		return d.Handle(ledger.WithHandStart(ctx, time.Now().Round(0)), rec)
-	})
 	return relay.Supervise(ctx, db, &relay.Config{
 		Module:        module,
 		Schema:        schema,
@@ -96,7 +89,17 @@ func child(ctx context.Context, log *slog.Logger) error {
 		SweepInterval: 5 * time.Second,
 		GracePeriod:   5 * time.Second,
 		Logger:        log,
-	}, sink)
+	}, stamped{d})
+}
+
+// stamped is the dispatcher handing each batch with the time its hand
+// began, which the delivery passes on to the provider: the start of the
+// window in which a fault can doom the claim's transaction and make the
+// provider see a request again.
+type stamped struct{ *notification.Dispatcher }
+
+func (s stamped) HandleBatch(ctx context.Context, b *relay.Batch) {
+	s.Dispatcher.HandleBatch(ledger.WithHandStart(ctx, time.Now().Round(0)), b)
 }
 
 // childProcess is one run of the relay process.

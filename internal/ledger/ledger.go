@@ -16,8 +16,8 @@
 //     fault struck (the commit's time is the server's commit timestamp, so
 //     the server runs with track_commit_timestamp on);
 //   - every repeated receipt before that commit is explained by a fault:
-//     one whose window overlaps the span from the start of the hand that
-//     sent the previous receipt to the repeated receipt; and no fault
+//     one whose window overlaps the span from the start of the send that
+//     produced the previous receipt to the repeated receipt; and no fault
 //     explains more repeats than there were deliveries in flight
 //     (Config.InFlight). A duplicate without such a fault is a message
 //     sent twice for no reason the design allows.
@@ -120,7 +120,7 @@ type Report struct {
 // its event's claim committed.
 type Duplicate struct {
 	ID             uuid.UUID
-	PrevHandStart  time.Time
+	PrevSendStart  time.Time
 	PrevReceivedAt time.Time
 	ReceivedAt     time.Time
 	Why            string // what rule it breaks
@@ -280,9 +280,9 @@ func Check(ctx context.Context, db *sql.DB, cfg Config, receipts []Receipt, faul
 	}
 	if n := len(r.Unexplained); n > 0 {
 		d := r.Unexplained[0]
-		problem("%d receipts no fault explains (%d after their claim committed); the first: %s received at %s and again at %s (previous hand began %s): %s",
+		problem("%d receipts no fault explains (%d after their claim committed); the first: %s received at %s and again at %s (previous send began %s): %s",
 			n, r.AfterCommit, d.ID, d.PrevReceivedAt.Format(time.RFC3339Nano), d.ReceivedAt.Format(time.RFC3339Nano),
-			d.PrevHandStart.Format(time.RFC3339Nano), d.Why)
+			d.PrevSendStart.Format(time.RFC3339Nano), d.Why)
 	}
 	return r, nil
 }
@@ -294,7 +294,7 @@ func Check(ctx context.Context, db *sql.DB, cfg Config, receipts []Receipt, faul
 // is a send the claim should have prevented: it is counted in afterCommit
 // and is unexplained, whatever fault struck. A repeated receipt before
 // that commit is explained when a fault's window overlaps the span from
-// the start of the previous receipt's hand (its receipt time if the hand
+// the start of the previous receipt's send (its receipt time if the send
 // start is unknown) to the repeated receipt: the fault hit while the
 // previous delivery was in flight, before its commit could land. A fault
 // explains at most inFlight repeats (no bound when inFlight is 0): no
@@ -324,7 +324,7 @@ func Explain(receipts []Receipt, faults []Fault, committed map[uuid.UUID]time.Ti
 			}
 			if ok && rc.At.After(commit) {
 				afterCommit++
-				unexplained = append(unexplained, Duplicate{ID: id, PrevHandStart: prev.HandStart, PrevReceivedAt: prev.At,
+				unexplained = append(unexplained, Duplicate{ID: id, PrevSendStart: prev.SendStart, PrevReceivedAt: prev.At,
 					ReceivedAt: rc.At, Why: "received after its claim committed at " + commit.Format(time.RFC3339Nano)})
 				continue
 			}
@@ -336,7 +336,7 @@ func Explain(receipts []Receipt, faults []Fault, committed map[uuid.UUID]time.Ti
 	slices.SortFunc(repeats, func(a, b repeat) int { return a.rc.At.Compare(b.rc.At) })
 	used := make([]int, len(faults))
 	for _, r := range repeats {
-		from := r.prev.HandStart
+		from := r.prev.SendStart
 		if from.IsZero() || from.After(r.prev.At) {
 			from = r.prev.At
 		}
@@ -361,7 +361,7 @@ func Explain(receipts []Receipt, faults []Fault, committed map[uuid.UUID]time.Ti
 		if overlaps {
 			why = fmt.Sprintf("every fault overlapping it already explains %d repeats, as many as deliveries were in flight", inFlight)
 		}
-		unexplained = append(unexplained, Duplicate{ID: r.rc.ID, PrevHandStart: r.prev.HandStart, PrevReceivedAt: r.prev.At,
+		unexplained = append(unexplained, Duplicate{ID: r.rc.ID, PrevSendStart: r.prev.SendStart, PrevReceivedAt: r.prev.At,
 			ReceivedAt: r.rc.At, Why: why})
 	}
 	slices.SortFunc(unexplained, func(a, b Duplicate) int { return a.ReceivedAt.Compare(b.ReceivedAt) })

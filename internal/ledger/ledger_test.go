@@ -22,11 +22,11 @@ func TestExplain(t *testing.T) {
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	a, b, c := uuid.New(), uuid.New(), uuid.New()
 	receipts := []ledger.Receipt{
-		{ID: a, HandStart: at(0), At: at(10)},
-		{ID: a, HandStart: at(3000), At: at(3010)}, // the fault at 50-60 ms hit the first hand
-		{ID: b, HandStart: at(100), At: at(110)},
-		{ID: b, HandStart: at(200), At: at(210)}, // no fault between 100 and 210 ms
-		{ID: c, At: at(20)},                      // no hand start: the window opens at the receipt
+		{ID: a, SendStart: at(0), At: at(10)},
+		{ID: a, SendStart: at(3000), At: at(3010)}, // the fault at 50-60 ms hit the first send
+		{ID: b, SendStart: at(100), At: at(110)},
+		{ID: b, SendStart: at(200), At: at(210)}, // no fault between 100 and 210 ms
+		{ID: c, At: at(20)},                      // no send start: the window opens at the receipt
 		{ID: c, At: at(4000)},
 	}
 	faults := []ledger.Fault{{Kind: "kill", Before: at(50), After: at(60)}}
@@ -38,7 +38,7 @@ func TestExplain(t *testing.T) {
 	require.Len(t, unexplained, 1)
 	require.Equal(t, b, unexplained[0].ID)
 
-	// A fault that ended just as the hand began still overlaps it.
+	// A fault that ended just as the send began still overlaps it.
 	_, _, explained, _, unexplained = ledger.Explain(receipts[2:4], []ledger.Fault{{Before: at(90), After: at(100)}}, nil, 0)
 	require.Equal(t, 1, explained)
 	require.Empty(t, unexplained)
@@ -64,7 +64,7 @@ func TestExplain(t *testing.T) {
 	var many []ledger.Receipt
 	for i := range 3 {
 		id := uuid.New()
-		many = append(many, ledger.Receipt{ID: id, HandStart: at(i), At: at(10 + i)}, ledger.Receipt{ID: id, HandStart: at(3000), At: at(3010 + i)})
+		many = append(many, ledger.Receipt{ID: id, SendStart: at(i), At: at(10 + i)}, ledger.Receipt{ID: id, SendStart: at(3000), At: at(3010 + i)})
 	}
 	_, _, explained, _, unexplained = ledger.Explain(many, faults, nil, 2)
 	require.Equal(t, 2, explained)
@@ -94,10 +94,9 @@ func TestProviderRecordsEveryRequest(t *testing.T) {
 
 	id := uuid.New()
 	staged := time.Now().Add(-time.Second).Round(0)
-	start := time.Now().Round(0)
-	ctx := ledger.WithHandStart(t.Context(), start)
-	require.NoError(t, c.Send(ctx, id, staged))
-	require.NoError(t, c.Send(ctx, id, staged))
+	start := time.Now()
+	require.NoError(t, c.Send(t.Context(), id, staged))
+	require.NoError(t, c.Send(t.Context(), id, staged))
 	n, err := p.WaitDistinct(t.Context(), 1)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
@@ -108,11 +107,15 @@ func TestProviderRecordsEveryRequest(t *testing.T) {
 		require.Equal(t, id, r.ID)
 		require.Equal(t, id.String(), r.Key)
 		require.True(t, staged.Equal(r.StagedAt))
-		require.True(t, start.Equal(r.HandStart))
-		require.False(t, r.At.Before(start))
+		require.False(t, r.SendStart.Before(start.Round(0)), "stamped when the send began")
+		require.False(t, r.At.Before(r.SendStart))
 	}
+	// A hand start in the context opens the window instead.
+	hand := time.Now().Add(-time.Second).Round(0)
+	require.NoError(t, c.Send(ledger.WithHandStart(t.Context(), hand), id, staged))
+	require.True(t, hand.Equal(p.Receipts()[2].SendStart))
 	receipts, distinct := p.Counts()
-	require.Equal(t, 2, receipts)
+	require.Equal(t, 3, receipts)
 	require.Equal(t, 1, distinct)
 
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Millisecond)

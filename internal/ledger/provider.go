@@ -21,9 +21,10 @@ import (
 const (
 	// HeaderKey carries the idempotency key: the request's id.
 	HeaderKey = "Idempotency-Key"
-	// HeaderHandStart carries when the relay's hand that sent the request
-	// began, in Unix nanoseconds: the start of its in-flight window.
-	HeaderHandStart = "X-Hand-Start"
+	// HeaderSendStart carries the start of the request's in-flight window,
+	// in Unix nanoseconds: when the relay's hand began (a fault from then
+	// on can doom the claim's transaction), or when the send began.
+	HeaderSendStart = "X-Send-Start"
 )
 
 // Receipt is one request the Provider received.
@@ -31,7 +32,7 @@ type Receipt struct {
 	ID        uuid.UUID // the id in the body
 	Key       string    // the Idempotency-Key header
 	StagedAt  time.Time // when the request was staged (database clock)
-	HandStart time.Time // when the hand that sent it began; zero if unknown
+	SendStart time.Time // the start of its in-flight window (see HeaderSendStart); zero if unknown
 	At        time.Time // when the provider received it
 }
 
@@ -105,8 +106,8 @@ func (p *Provider) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec := Receipt{ID: b.ID, Key: r.Header.Get(HeaderKey), StagedAt: b.StagedAt, At: time.Now().Round(0)}
-	if ns, err := strconv.ParseInt(r.Header.Get(HeaderHandStart), 10, 64); err == nil {
-		rec.HandStart = time.Unix(0, ns)
+	if ns, err := strconv.ParseInt(r.Header.Get(HeaderSendStart), 10, 64); err == nil {
+		rec.SendStart = time.Unix(0, ns)
 	}
 	p.mu.Lock()
 	p.receipts = append(p.receipts, rec)
@@ -199,9 +200,10 @@ func (c *Client) Close() { c.hc.CloseIdleConnections() }
 // ErrStatus marks an answer of the provider other than 2xx.
 var ErrStatus = errors.New("ledger: provider answered an error")
 
-// Send posts the request id, with id as its idempotency key and the hand
-// start that ctx carries (see WithHandStart), and returns nil when the
-// provider answered 2xx.
+// Send posts the request id, with id as its idempotency key and the start
+// of its in-flight window: the hand start ctx carries (WithHandStart), or
+// else the time the send began. It returns nil when the provider answered
+// 2xx.
 func (c *Client) Send(ctx context.Context, id uuid.UUID, stagedAt time.Time) error {
 	payload, err := json.Marshal(body{ID: id, StagedAt: stagedAt})
 	if err != nil {
@@ -213,9 +215,11 @@ func (c *Client) Send(ctx context.Context, id uuid.UUID, stagedAt time.Time) err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(HeaderKey, id.String())
-	if start := HandStart(ctx); !start.IsZero() {
-		req.Header.Set(HeaderHandStart, strconv.FormatInt(start.UnixNano(), 10))
+	start := HandStart(ctx)
+	if start.IsZero() {
+		start = time.Now()
 	}
+	req.Header.Set(HeaderSendStart, strconv.FormatInt(start.UnixNano(), 10))
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return fmt.Errorf("ledger: send: %w", err)
@@ -230,8 +234,8 @@ func (c *Client) Send(ctx context.Context, id uuid.UUID, stagedAt time.Time) err
 
 type handStartKey struct{}
 
-// WithHandStart returns ctx carrying t, the start of a relay hand, for
-// Client.Send to pass on to the provider.
+// WithHandStart returns ctx carrying t, the start of a relay's hand, for
+// Client.Send to pass on as the start of the in-flight window.
 func WithHandStart(ctx context.Context, t time.Time) context.Context {
 	return context.WithValue(ctx, handStartKey{}, t)
 }

@@ -194,6 +194,10 @@ func DB(tb testing.TB) *sql.DB {
 			tb.Fatalf("pgtest: %v", err)
 		}
 		db.SetMaxOpenConns(40)
+		// Kept open: database/sql keeps two idle by default, and a test
+		// whose deliveries each hold a transaction would open a session
+		// for almost every one.
+		db.SetMaxIdleConns(40)
 		shared = db
 	}
 	return shared
@@ -210,15 +214,18 @@ func AdminDB(tb testing.TB) *sql.DB {
 	return admin
 }
 
-// Open returns a pool of its own, connected as the application role and
-// closed when the test ends: for tests that need their own limits or must
-// not share sessions.
-func Open(tb testing.TB) *sql.DB {
+// Open returns a pool of its own of at most conns connections, all kept
+// idle between uses, connected as the application role and closed when
+// the test ends: for tests that need their own limits or must not share
+// sessions.
+func Open(tb testing.TB, conns int) *sql.DB {
 	tb.Helper()
 	db, err := sql.Open("postgres", URL(tb))
 	if err != nil {
 		tb.Fatalf("pgtest: %v", err)
 	}
+	db.SetMaxOpenConns(conns)
+	db.SetMaxIdleConns(conns)
 	tb.Cleanup(func() { _ = db.Close() })
 	return db
 }

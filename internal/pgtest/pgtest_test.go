@@ -57,7 +57,7 @@ func TestAppRole(t *testing.T) {
 		tx := pgtest.Tx(t)
 		for name, q := range map[string]interface {
 			QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-		}{"DB": b.db, "Open": pgtest.Open(t), "Tx": tx, "URL": own} {
+		}{"DB": b.db, "Open": pgtest.Open(t, 1), "Tx": tx, "URL": own} {
 			var user, searchPath string
 			var super, createDB, createRole, replication, bypassRLS, member bool
 			require.NoError(t, q.QueryRowContext(t.Context(), `SELECT current_user, current_setting('search_path'),

@@ -131,7 +131,7 @@ func (s *Service) confirmBooking(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	ids, err := notification.StageBatch(ctx, tx, Module, confirmations(b, driver, host))
+	ids, err := s.notes.StageBatch(ctx, tx, Module, confirmations(b, driver, host))
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -174,7 +174,7 @@ func (s *Service) notificationStatus(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	st, err := s.disp.Status(r.Context(), id)
+	st, err := s.notes.Status(r.Context(), id)
 	if errors.Is(err, relay.ErrNotFound) {
 		http.Error(w, "no such notification", http.StatusNotFound)
 		return
@@ -187,7 +187,7 @@ func (s *Service) notificationStatus(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Service) listDead(w http.ResponseWriter, r *http.Request) {
-	dead, err := s.ob.ListDead(r.Context(), s.db, &relay.DeadFilter{Module: Module})
+	dead, err := s.notes.ListDead(r.Context(), &relay.DeadFilter{Module: Module})
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -211,7 +211,7 @@ func (s *Service) reemit(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	n, err := s.ob.Reemit(r.Context(), s.db, &relay.DeadFilter{Module: Module, IDs: []uuid.UUID{id}})
+	n, err := s.notes.Reemit(r.Context(), &relay.DeadFilter{Module: Module, IDs: []uuid.UUID{id}})
 	if err != nil {
 		s.fail(w, r, err)
 		return

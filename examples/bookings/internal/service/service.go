@@ -42,8 +42,7 @@ type Config struct {
 type Service struct {
 	db    *sql.DB
 	inapp *inapp.Delivery
-	disp  *notification.Dispatcher
-	ob    *relay.Outbox
+	notes *notification.Client
 	log   *slog.Logger
 }
 
@@ -83,19 +82,15 @@ func Run(ctx context.Context, cfg Config, ln net.Listener) error {
 	if d, ok := deliveries["sms"]; ok {
 		deliveries["sms"] = phoneBook(cfg.DB, d)
 	}
-	disp, err := notification.NewDispatcher(cfg.DB, &notification.Config{
-		Consumer: "bookings_notify", Deliveries: deliveries, Logger: cfg.Logger,
-		// A provider that hangs holds at most 20 of the relay's 50 slots.
-		ChannelLimit: 20,
-	})
+	disp, err := notification.NewDispatcher(&notification.Config{Deliveries: deliveries, Logger: cfg.Logger})
 	if err != nil {
 		return err
 	}
-	ob, err := relay.NewOutbox(nil)
+	notes, err := notification.NewClient(cfg.DB, nil)
 	if err != nil {
 		return err
 	}
-	s := &Service{db: cfg.DB, inapp: ia, disp: disp, ob: ob, log: log}
+	s := &Service{db: cfg.DB, inapp: ia, notes: notes, log: log}
 
 	srv := &http.Server{Handler: s.routes(), ReadHeaderTimeout: 5 * time.Second,
 		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) }}

@@ -1,0 +1,202 @@
+package notification
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tidings-go/tidings/inbox"
+	"github.com/tidings-go/tidings/internal/ident"
+	"github.com/tidings-go/tidings/internal/validate"
+	"github.com/tidings-go/tidings/relay"
+)
+
+// ClientConfig configures a Client. The zero value of each field means its
+// default.
+type ClientConfig struct {
+	// Schema holds the outbox and inbox tables. Default relay.SchemaDefault
+	// ("tidings").
+	Schema string
+
+	// Consumer is the dispatcher's Config.Consumer, under whose inbox claim
+	// Cancel excludes a delivery. Default ConsumerDefault.
+	Consumer string
+
+	// TracerProvider creates the producer span of each staged request. Nil
+	// means the global provider.
+	TracerProvider trace.TracerProvider
+}
+
+// Client is what a process that stages requests and looks after them
+// needs, without any delivery: an API server stages inside its writes,
+// asks how a request went, cancels one, lists and re-emits dead ones. The
+// Dispatcher is only the relay's sink. A Client is safe for concurrent use;
+// it does not own db.
+type Client struct {
+	db       *sql.DB
+	ob       *relay.Outbox
+	inbox    *inbox.Inbox
+	consumer string
+}
+
+// NewClient returns a Client of the tables of cfg.Schema, reached through
+// db (which Stage does not use: it writes in the caller's transaction). It
+// checks cfg and touches no database.
+func NewClient(db *sql.DB, cfg *ClientConfig) (*Client, error) {
+	var c ClientConfig
+	if cfg != nil {
+		c = *cfg
+	}
+	c.Consumer = cmp.Or(c.Consumer, ConsumerDefault)
+	if err := ident.Check("Consumer", c.Consumer); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	ob, err := relay.NewOutbox(&relay.OutboxConfig{Schema: c.Schema, TracerProvider: c.TracerProvider})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	ib, err := inbox.New(c.Schema)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	return &Client{db: db, ob: ob, inbox: ib, consumer: c.Consumer}, nil
+}
+
+// defaultClient stages into the default schema for the package-level Stage
+// and StageBatch.
+var defaultClient, _ = NewClient(nil, nil)
+
+// Stage stages req for module's relay inside tx and returns its id: the
+// idempotency key its delivery will give the provider. The request exists
+// if and only if tx commits, and the relay of module is woken at that
+// commit. Staging renders nothing and calls no provider; it captures the
+// trace context and baggage of ctx and its correlation id
+// (relay.WithCorrelationID). An invalid request is an ErrInvalidRequest
+// naming the field, and nothing is staged.
+func (c *Client) Stage(ctx context.Context, tx relay.Execer, module string, req Request) (uuid.UUID, error) {
+	if err := validate.NotNil("tx", tx); err != nil {
+		return uuid.Nil, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+	}
+	msg, err := req.Message(module)
+	if err != nil {
+		return uuid.Nil, err
+	}
+	return c.ob.Stage(ctx, tx, msg)
+}
+
+// StageBatch stages reqs in one statement inside tx: the fan-out of one
+// business event into one request per recipient and channel. If any
+// request is invalid the error names its index and field, and nothing is
+// staged.
+func (c *Client) StageBatch(ctx context.Context, tx relay.Execer, module string, reqs []Request) ([]uuid.UUID, error) {
+	if err := validate.NotNil("tx", tx); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+	}
+	msgs := make([]relay.Message, len(reqs))
+	for i, req := range reqs {
+		msg, err := req.Message(module)
+		if err != nil {
+			return nil, fmt.Errorf("requests[%d]: %w", i, err)
+		}
+		msgs[i] = msg
+	}
+	return c.ob.StageBatch(ctx, tx, msgs)
+}
+
+// Status returns what is known of the request id: pending (with its
+// attempts, next attempt and last reason: zero attempts means not tried
+// yet), processed (delivered: when, and the provider's reference), dead
+// (why) or cancelled. It is relay.ErrNotFound for an unknown or purged id.
+func (c *Client) Status(ctx context.Context, id uuid.UUID) (relay.Status, error) {
+	return c.ob.Status(ctx, c.db, id)
+}
+
+// waitPollMax bounds the pause between two looks of Wait.
+const waitPollMax = time.Second
+
+// Wait blocks until the request id is settled (processed, dead or
+// cancelled) or ctx ends, and returns its last known status with ctx's
+// error in the second case (the zero Status if ctx ended before the first
+// look answered).
+func (c *Client) Wait(ctx context.Context, id uuid.UUID) (relay.Status, error) {
+	pause := 10 * time.Millisecond
+	var last relay.Status
+	for {
+		st, err := c.Status(ctx, id)
+		if ctx.Err() != nil {
+			return last, ctx.Err()
+		}
+		if err != nil || st.Settled() {
+			return st, err
+		}
+		last = st
+		select {
+		case <-ctx.Done():
+			return last, ctx.Err()
+		case <-time.After(pause):
+			pause = min(2*pause, waitPollMax)
+		}
+	}
+}
+
+// Cancel cancels the pending request id and returns its status after the
+// attempt: cancelled, or the state it had already reached (processed: it
+// was delivered, and the cancel came too late). If a delivery of it is
+// running, Cancel waits for it to end: its claim in the inbox decides, and
+// the delivery writes its outcome in the claim's transaction.
+func (c *Client) Cancel(ctx context.Context, id uuid.UUID) (relay.Status, error) {
+	if err := c.cancel(ctx, id); err != nil {
+		return relay.Status{ID: id}, err
+	}
+	return c.Status(ctx, id)
+}
+
+func (c *Client) cancel(ctx context.Context, id uuid.UUID) error {
+	tx, err := c.db.BeginTx(ctx, claimTx)
+	if err != nil {
+		return fmt.Errorf("notification: cancel: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	// The claim first, as a delivery takes it: a running delivery holds
+	// it until it commits or rolls back, so the cancel waits for its
+	// answer. If the delivery committed, the request was delivered and the
+	// cancel is too late; otherwise no delivery can claim it after the
+	// cancel.
+	first, err := c.inbox.Once(ctx, tx, c.consumer, id)
+	if err != nil || !first {
+		return err
+	}
+	// A record that is no longer pending keeps its state, and no claim:
+	// a dead one re-emitted later must still be delivered.
+	if cancelled, err := c.ob.Cancel(ctx, tx, id); err != nil || !cancelled {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("notification: cancel: commit: %w", err)
+	}
+	return nil
+}
+
+// ListDead returns the dead requests f selects, oldest death first.
+func (c *Client) ListDead(ctx context.Context, f *relay.DeadFilter) ([]relay.DeadRecord, error) {
+	return c.ob.ListDead(ctx, c.db, f)
+}
+
+// Reemit hands the dead requests f selects back to their relays, once the
+// cause is fixed: each keeps its id (so a provider still deduplicates it)
+// and gets a fresh budget of attempts. It returns how many it re-emitted.
+func (c *Client) Reemit(ctx context.Context, f *relay.DeadFilter) (int64, error) {
+	return c.ob.Reemit(ctx, c.db, f)
+}
+
+// Purge deletes delivered and cancelled requests settled more than
+// olderThan ago, and returns how many. The relay purges on its own after
+// its Retention; Purge is for an operator's one-off.
+func (c *Client) Purge(ctx context.Context, olderThan time.Duration) (int64, error) {
+	return c.ob.Purge(ctx, c.db, olderThan)
+}

@@ -1,0 +1,157 @@
+package notification
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tidings-go/tidings/delivery"
+	"github.com/tidings-go/tidings/internal/ident"
+	"github.com/tidings-go/tidings/relay"
+	"github.com/tidings-go/tidings/retrypolicy"
+)
+
+// Defaults of Config.
+const (
+	// ConsumerDefault names a dispatcher in the inbox when Config.Consumer
+	// is empty.
+	ConsumerDefault = "notification"
+	// DeliveryTimeoutDefault is a dispatcher's delivery timeout until the
+	// relay that runs it tells its HandTimeout (relay.Preparer): then the
+	// default is five sixths of that, which leaves the claim and the
+	// commit around the delivery the rest (25 s of the relay's default
+	// 30 s).
+	DeliveryTimeoutDefault = relay.HandTimeoutDefault * 5 / 6
+	// InboxRetentionDefault outlives the relay's RetentionDefault, so a
+	// claim outlives every redelivery of its request.
+	InboxRetentionDefault = 4 * relay.RetentionDefault
+)
+
+// ErrConfig marks an invalid Config; the error names the field.
+var ErrConfig = errors.New("notification: invalid config")
+
+// Commit says how the inbox claims of a channel's requests commit.
+type Commit int
+
+const (
+	// CommitAuto, the zero value, follows what the channel's delivery
+	// declares (delivery.Repeater): CommitShared when a repeated send
+	// costs nothing (delivery.RepeatDropped, delivery.RepeatImpossible),
+	// CommitEach otherwise.
+	CommitAuto Commit = iota
+	// CommitEach gives every request a transaction and a commit of its
+	// own: the smallest window in which a crash or a lost commit makes the
+	// provider see a request twice, at the price of one commit each.
+	CommitEach
+	// CommitShared lets the requests of one claimed batch and channel share
+	// a transaction and its commit: one commit for the lot, and one
+	// statement for their claims and one for their outcomes. A commit that
+	// fails or loses its answer offers every delivered request of the lot
+	// again, each under its own idempotency key. A slow delivery holds the
+	// commit of the others no longer than the delivery timeout.
+	CommitShared
+)
+
+// Config configures a Dispatcher. The zero value of each field means its
+// default; NewDispatcher copies it and never changes the caller's. The
+// pool, the schema and the relay's limits come from the relay that runs
+// the dispatcher (relay.Supervise calls Prepare): they are named once, in
+// relay.Config.
+type Config struct {
+	// Consumer names the dispatcher in the inbox: a lower-case identifier.
+	// Two dispatchers with the same Consumer deliver a request once between
+	// them; a Client cancels under the same name. Default
+	// ConsumerDefault ("notification").
+	Consumer string
+
+	// Deliveries maps each channel (a lower-case identifier) to the
+	// delivery that performs it. At least one is required. The map is
+	// copied.
+	Deliveries map[string]delivery.Delivery
+
+	// Commit chooses, per channel, how its requests' claims commit; a
+	// channel missing from the map is CommitAuto.
+	Commit map[string]Commit
+
+	// Policy says how often and how far apart a request that answered
+	// Retry is offered again. The zero Policy is retrypolicy's defaults:
+	// 10 attempts, 15 s doubling to at most 1 h, randomised to 75-100 %.
+	// Its MaxAttempts must stay below the relay's MaxHands, which also
+	// counts crashes; Supervise refuses to start otherwise.
+	Policy retrypolicy.Policy
+
+	// DeliveryTimeout ends the context of each delivery call; an overrun is
+	// a Retry. It must be shorter than the relay's HandTimeout, leaving room
+	// for the claim and the commit; Supervise refuses to start otherwise.
+	// Default five sixths of the relay's HandTimeout (25 s of 30 s).
+	DeliveryTimeout time.Duration
+
+	// InboxRetention is how long claims are kept before Purge removes them:
+	// longer than any redelivery of a request. Supervise refuses to start
+	// unless it exceeds the relay's Lease plus the Policy's longest retry
+	// schedule (retrypolicy.Policy.Span). Default 28 days.
+	InboxRetention time.Duration
+
+	// Logger receives the dispatcher's logs. Nil discards them.
+	Logger *slog.Logger
+
+	// TracerProvider creates the span of each delivery. Nil means the
+	// global one.
+	TracerProvider trace.TracerProvider
+
+	// MeterProvider creates the dispatcher's metrics. Nil means the global
+	// one.
+	MeterProvider metric.MeterProvider
+}
+
+func (c Config) withDefaults() Config {
+	if c.Consumer == "" {
+		c.Consumer = ConsumerDefault
+	}
+	if c.InboxRetention == 0 {
+		c.InboxRetention = InboxRetentionDefault
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	if err := ident.Check("Consumer", c.Consumer); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if len(c.Deliveries) == 0 {
+		return fmt.Errorf("%w: Deliveries is empty", ErrConfig)
+	}
+	for channel, d := range c.Deliveries {
+		if err := ident.Check("Deliveries channel", channel); err != nil {
+			return fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		if d == nil {
+			return fmt.Errorf("%w: Deliveries[%q] is nil", ErrConfig, channel)
+		}
+	}
+	for channel, mode := range c.Commit {
+		if _, ok := c.Deliveries[channel]; !ok {
+			return fmt.Errorf("%w: Commit[%q] names no channel of Deliveries", ErrConfig, channel)
+		}
+		if mode < CommitAuto || mode > CommitShared {
+			return fmt.Errorf("%w: Commit[%q] is %d, not a Commit", ErrConfig, channel, mode)
+		}
+	}
+	if err := c.Policy.Validate(); err != nil {
+		return fmt.Errorf("%w: Policy: %w", ErrConfig, err)
+	}
+	if c.DeliveryTimeout < 0 {
+		return fmt.Errorf("%w: DeliveryTimeout is negative", ErrConfig)
+	}
+	if c.InboxRetention < 0 {
+		return fmt.Errorf("%w: InboxRetention is negative", ErrConfig)
+	}
+	return nil
+}

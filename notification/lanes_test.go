@@ -1,0 +1,86 @@
+package notification_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tidings-go/tidings/delivery"
+	"github.com/tidings-go/tidings/internal/pgtest"
+	"github.com/tidings-go/tidings/internal/testwait"
+	"github.com/tidings-go/tidings/notification"
+	"github.com/tidings-go/tidings/relay"
+)
+
+// G7 by default: a provider that hangs holds its channel's lane at the
+// relay's default LaneLimit while 100,000 of its requests wait; the rows
+// that wait stay untouched in the table (no claim locks or updates them)
+// while mail drains through the rest of the slots.
+func TestAHangingChannelWaitsUntouchedWhileAnotherDrains(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	// Every delivery holds a connection for its claim's transaction: room
+	// for every slot, and for the relay's own statements.
+	pool := pgtest.Open(t, relay.ConcurrencyDefault+10)
+	hang := newBlocked() // answers only when its context ends
+	cfg := b.config()
+	cfg.Deliveries = map[string]delivery.Delivery{"mail": b.mail, "sms": hang}
+	rc := b.relayConfig(t) // the default Concurrency and LaneLimit
+
+	const held = 100_000
+	for start := 0; start < held; start += 5000 {
+		reqs := make([]notification.Request, 5000)
+		for i := range reqs {
+			reqs[i] = notification.Request{Channel: "sms", Recipient: fmt.Sprintf("+1500555%04d", (start+i)%10000), Template: "reminder"}
+		}
+		_, err := b.client.StageBatch(t.Context(), b.db, module, reqs)
+		require.NoError(t, err)
+	}
+	supervise(t, pool, rc, b.dispatcher(t, cfg))
+
+	limit := relay.ConcurrencyDefault * 3 / 4
+	require.Eventually(t, func() bool { return hang.callCount() >= limit }, 30*time.Second, 10*time.Millisecond,
+		"the hanging channel fills its lane: want %d deliveries in flight", limit)
+	// The row versions of the SMS requests not yet claimed.
+	versions := func() map[string]string {
+		rows, err := b.db.QueryContext(t.Context(), `SELECT id, xmin::text || ':' || xmax::text
+			FROM "`+b.schema+`".outbox WHERE lane = 'sms' AND hands = 0`)
+		require.NoError(t, err)
+		defer rows.Close()
+		m := map[string]string{}
+		for rows.Next() {
+			var id, v string
+			require.NoError(t, rows.Scan(&id, &v))
+			m[id] = v
+		}
+		require.NoError(t, rows.Err())
+		return m
+	}
+	before := versions()
+
+	mail := make([]notification.Request, 2000)
+	for i := range mail {
+		mail[i] = mailTo(fmt.Sprintf("user%d@example.com", i))
+	}
+	start := time.Now()
+	_, err := b.client.StageBatch(t.Context(), b.db, module, mail)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), testwait.Within)
+	defer cancel()
+	_, err = b.mail.Wait(ctx, len(mail))
+	require.NoError(t, err)
+	t.Logf("2,000 mail delivered in %s beside the hanging channel", time.Since(start))
+
+	// The hanging deliveries time out and are retried, and the lane takes
+	// a few more of its rows meanwhile; every row that still waits is as it
+	// was: neither locked nor updated.
+	after := versions()
+	require.Greater(t, len(after), held-10*limit, "the lane took no more than its limit at a time")
+	for id, v := range after {
+		require.Equal(t, before[id], v, "the waiting SMS row %s was locked or updated", id)
+	}
+	require.LessOrEqual(t, hang.inFlight(), limit, "no more SMS in flight than the lane's limit")
+}

@@ -1,0 +1,197 @@
+package relay
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/lib/pq"
+)
+
+// BatchSink is a Sink that takes each claimed batch whole: Supervise hands
+// it every batch it claims (at most Config.BatchSize records, of any
+// lanes) with one call of HandleBatch instead of one Handle per record.
+// A batch sink can then do set-wise what a record sink does one by one,
+// such as claiming the batch's records in one statement, and write the
+// records' outcomes in its own transaction, so they commit with its work
+// (Batch.SettleIn): one commit for a whole batch where its work allows.
+//
+// HandleBatch answers every record of b, through b.Answer or b.SettleIn,
+// before it returns; a record left without an answer is handed again
+// after the lease, as after a crash. ctx carries the relay's deadline
+// (HandTimeout, with ErrHandTimeout as its cause); the staging write's
+// context of each record is its Record.Context. HandleBatch is called
+// concurrently for different batches; it must return soon after ctx
+// ends. A panic is recovered and counts as no answer for the records not
+// yet answered.
+type BatchSink interface {
+	Sink
+	HandleBatch(ctx context.Context, b *Batch)
+}
+
+// Batch is a claimed batch of records on its way through a BatchSink. Its
+// methods are safe for concurrent use.
+type Batch struct {
+	recs []Record
+	s    *supervisor // nil for a batch of NewBatch
+	at   time.Time   // when it was handed
+
+	mu      sync.Mutex
+	answers []answer
+}
+
+// answer is where one record's result stands.
+type answer struct {
+	state answerState
+	res   Result
+}
+
+type answerState uint8
+
+const (
+	unanswered answerState = iota
+	written                // SettleIn wrote it inside the sink's transaction, not yet committed
+	answered               // final: committed, or queued for the relay to settle
+)
+
+// NewBatch returns a batch of recs that no relay settles: a sink's
+// answers are only kept, for Result. It serves a BatchSink's own Handle
+// (a batch of one) and tests.
+func NewBatch(recs ...Record) *Batch {
+	return &Batch{recs: recs, at: time.Now(), answers: make([]answer, len(recs))}
+}
+
+// Len returns the number of records in b.
+func (b *Batch) Len() int { return len(b.recs) }
+
+// Record returns the i-th record of b.
+func (b *Batch) Record(i int) Record { return b.recs[i] }
+
+// Answer gives record i its result, which the relay settles in a
+// statement of its own (batched with other answers). It is also how a
+// sink answers a record whose SettleIn did not commit. A second Answer
+// for a record that already has one is ignored.
+func (b *Batch) Answer(i int, res Result) {
+	b.mu.Lock()
+	a := &b.answers[i]
+	if a.state == answered {
+		b.mu.Unlock()
+		return
+	}
+	a.state, a.res = answered, b.final(i, res)
+	res = a.res
+	b.mu.Unlock()
+	if b.s != nil {
+		b.s.answered(b.recs[i], res, time.Since(b.at), true)
+	}
+}
+
+// SettleIn writes the results of the records idx inside tx, the sink's own
+// transaction, fenced by their hands as every settle is: they take effect
+// if and only if tx commits. Call Committed once tx committed; if it did
+// not, Answer those records again (Unsure, typically). The error is the
+// statement's: tx is then in error and must be rolled back.
+func (b *Batch) SettleIn(ctx context.Context, tx Execer, idx []int, results []Result) error {
+	if len(idx) != len(results) {
+		return fmt.Errorf("relay: settle in a transaction: %d records but %d results", len(idx), len(results))
+	}
+	st := make([]settlement, 0, len(idx))
+	b.mu.Lock()
+	for k, i := range idx {
+		a := &b.answers[i]
+		if a.state == answered {
+			continue
+		}
+		a.state, a.res = written, b.final(i, results[k])
+		st = append(st, settlementOf(b.recs[i], a.res))
+	}
+	b.mu.Unlock()
+	if b.s == nil || len(st) == 0 {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, b.s.ob.q.settle, settleArgs(st)...); err != nil {
+		return fmt.Errorf("relay: settle in a transaction: %w", err)
+	}
+	return nil
+}
+
+// Committed tells b that the transaction of an earlier SettleIn of the
+// records idx committed: their results stand.
+func (b *Batch) Committed(idx []int) {
+	for _, i := range idx {
+		b.mu.Lock()
+		a := &b.answers[i]
+		if a.state != written {
+			b.mu.Unlock()
+			continue
+		}
+		a.state = answered
+		res := a.res
+		b.mu.Unlock()
+		if b.s != nil {
+			b.s.answered(b.recs[i], res, time.Since(b.at), false)
+		}
+	}
+}
+
+// Result returns record i's result: its answer, or the zero Result while
+// it has none that stands.
+func (b *Batch) Result(i int) Result {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if a := b.answers[i]; a.state == answered {
+		return a.res
+	}
+	return Result{}
+}
+
+// final is res as the relay settles it for record i: a zero Result is a
+// retry after the lease, and the MaxUnsure-th Unsure is dead.
+func (b *Batch) final(i int, res Result) Result {
+	if b.s == nil {
+		return res
+	}
+	return b.s.final(b.recs[i], res)
+}
+
+// finish answers every record still without an answer that stands, once
+// HandleBatch returned: no answer at all, or a SettleIn whose commit was
+// never confirmed (the fenced settle is then harmless if it did commit).
+func (b *Batch) finish(why string) {
+	for i := range b.recs {
+		b.mu.Lock()
+		open := b.answers[i].state != answered
+		b.mu.Unlock()
+		if open {
+			b.Answer(i, Retry(b.s.cfg.Lease, fmt.Errorf("%s", why)))
+		}
+	}
+}
+
+// settleArgs are the settle statement's arguments for st.
+func settleArgs(st []settlement) []any {
+	n := len(st)
+	ids, hands, attempts, outcomes := make([]string, n), make([]int64, n), make([]int64, n), make([]string, n)
+	delays, texts := make([]float64, n), make([]string, n)
+	for i, s := range st {
+		ids[i], hands[i], attempts[i], outcomes[i] = s.id.String(), int64(s.hand), int64(s.attempts), s.res.outcome.String()
+		delays[i], texts[i] = s.res.delay.Seconds(), s.res.text
+	}
+	return []any{pq.Array(ids), pq.Array(hands), pq.Array(outcomes), pq.Array(delays), pq.Array(texts), pq.Array(attempts)}
+}
+
+// settlement is one record's answer, on its way to the database. The hand
+// and the attempts it was claimed with fence it: a settle lands at most
+// once per hand, and never over what a later hand decided.
+type settlement struct {
+	id       uuid.UUID
+	hand     int
+	attempts int
+	res      Result
+}
+
+func settlementOf(rec Record, res Result) settlement {
+	return settlement{id: rec.ID, hand: rec.Hand, attempts: rec.Attempts, res: res}
+}

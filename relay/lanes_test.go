@@ -1,0 +1,103 @@
+package relay_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tidings-go/tidings/internal/testwait"
+	"github.com/tidings-go/tidings/relay"
+)
+
+// stageLane commits n records of lane and returns their ids.
+func (b testBundle) stageLane(t *testing.T, lane string, n int) {
+	t.Helper()
+	msgs := make([]relay.Message, n)
+	for i := range msgs {
+		msgs[i] = relay.Message{Module: module, Kind: "k", Lane: lane, Payload: payload(i)}
+	}
+	_, err := b.ob.StageBatch(t.Context(), b.db, msgs)
+	require.NoError(t, err)
+}
+
+// A lane at its limit behind a sink that hangs keeps its rows untouched in
+// the table (no claim locks or updates them, so their row versions stay)
+// while another lane drains through the rest of the slots; once the hang
+// ends, the held lane drains too.
+func TestLaneAtItsLimitIsNotClaimedWhileAnotherDrains(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	release := make(chan struct{})
+	sink := newRecorder(func(ctx context.Context, rec relay.Record) relay.Result {
+		if rec.Lane == "slow" {
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return relay.Retry(0, ctx.Err())
+			}
+		}
+		return relay.Done()
+	})
+	cfg := b.config(t)
+	cfg.Concurrency, cfg.LaneLimit, cfg.BatchSize = 10, 4, 10
+	cfg.HandTimeout, cfg.Lease = time.Minute, 2*time.Minute
+	b.stageLane(t, "slow", 1000)
+	supervise(t, b.db, cfg, sink)
+	t.Cleanup(func() { close(release) })
+
+	// The slow lane holds its four slots; the other 996 rows wait.
+	b.eventually(t, "lane = 'slow' AND hands > 0", 4, 10*time.Second)
+	versions := func() map[string]string {
+		rows, err := b.db.QueryContext(t.Context(), `SELECT id, xmin::text || ':' || xmax::text FROM "`+b.schema+`".outbox WHERE lane = 'slow' AND hands = 0`)
+		require.NoError(t, err)
+		defer rows.Close()
+		m := map[string]string{}
+		for rows.Next() {
+			var id, xmin string
+			require.NoError(t, rows.Scan(&id, &xmin))
+			m[id] = xmin
+		}
+		require.NoError(t, rows.Err())
+		return m
+	}
+	before := versions()
+	require.Len(t, before, 996)
+
+	b.stageLane(t, "fast", 500)
+	b.eventually(t, "lane = 'fast' AND processed_at IS NOT NULL", 500, 30*time.Second)
+	require.Equal(t, before, versions(), "the waiting rows of the full lane were neither locked nor updated")
+	require.Equal(t, 4, b.count(t, "lane = 'slow' AND hands > 0"))
+}
+
+// A lane of its own is not capped below the relay's free slots by another
+// lane's limit: each lane's room counts only its own records in flight.
+func TestLaneRoomIsPerLane(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	release := make(chan struct{})
+	started := make(chan string, 20)
+	sink := newRecorder(func(ctx context.Context, rec relay.Record) relay.Result {
+		started <- rec.Lane
+		select {
+		case <-release:
+			return relay.Done()
+		case <-ctx.Done():
+			return relay.Retry(0, ctx.Err())
+		}
+	})
+	cfg := b.config(t)
+	cfg.Concurrency, cfg.LaneLimit, cfg.BatchSize = 9, 3, 9
+	b.stageLane(t, "a", 5)
+	b.stageLane(t, "b", 5)
+	b.stageLane(t, "c", 5)
+	supervise(t, b.db, cfg, sink)
+	t.Cleanup(func() { close(release) })
+	seen := map[string]int{}
+	for range 9 {
+		seen[testwait.Recv(t, started, "a hand")]++
+	}
+	require.Equal(t, map[string]int{"a": 3, "b": 3, "c": 3}, seen, "three of each lane, nine in all")
+	require.Equal(t, 9, b.count(t, "hands > 0"), "no more claimed than the lanes have room for")
+}
