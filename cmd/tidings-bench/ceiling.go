@@ -190,6 +190,9 @@ func ceilingDeliver(ctx context.Context, cfg config, srv server, db *sql.DB, pos
 	if err != nil {
 		return err
 	}
+	if du.rowUpdates, err = outboxUpdates(ctx, db, s); err != nil {
+		return err
+	}
 	processed, err := s.count(ctx, db, `%s.outbox WHERE processed_at IS NOT NULL`)
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -176,8 +177,9 @@ type dbMeter struct {
 
 // dbUse is a dbMeter's interval.
 type dbUse struct {
-	writeTx  int64
-	walBytes int64
+	writeTx    int64
+	walBytes   int64
+	rowUpdates int64 // of the outbox; -1 when not read
 }
 
 func startDB(ctx context.Context, db *sql.DB) (*dbMeter, error) {
@@ -188,10 +190,35 @@ func startDB(ctx context.Context, db *sql.DB) (*dbMeter, error) {
 }
 
 func (m *dbMeter) stop(ctx context.Context) (dbUse, error) {
-	var u dbUse
+	u := dbUse{rowUpdates: -1}
 	var xid int64
 	err := m.db.QueryRowContext(ctx, `SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint,
 			pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::bigint`, m.lsn).Scan(&xid, &u.walBytes)
 	u.writeTx = xid - m.xid
 	return u, err
+}
+
+// outboxUpdates reads how many row updates the schema's outbox has had,
+// once the sessions that made them have ended (a session sends its table
+// counts to the statistics when it ends, or up to ten seconds after it
+// went idle): it waits until the count holds still.
+func outboxUpdates(ctx context.Context, db *sql.DB, s benchSchema) (int64, error) {
+	var last int64 = -1
+	for range 100 {
+		var n int64
+		if err := db.QueryRowContext(ctx, `SELECT coalesce(sum(n_tup_upd), 0) FROM pg_stat_user_tables
+			WHERE schemaname = $1 AND relname = 'outbox'`, s.name).Scan(&n); err != nil {
+			return 0, fmt.Errorf("row updates: %w", err)
+		}
+		if n == last {
+			return n, nil
+		}
+		last = n
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return last, nil
 }

@@ -81,16 +81,23 @@ func (r drainResult) rate() float64 {
 // delivered once. A positive window also returns the rate per window.
 func drainOnce(ctx context.Context, cfg config, srv server, postmaster int, n int, dc drainConfig, window time.Duration) (drainResult, error) {
 	r := drainResult{n: n}
+	// A pool of its own for the schema and the statistics: the drain's
+	// pool is closed before its row updates are read.
+	own, err := openPool(ctx, srv.dsn, 1)
+	if err != nil {
+		return r, err
+	}
+	defer own.Close()
 	db, err := openPool(ctx, srv.dsn, dc.poolSize())
 	if err != nil {
 		return r, err
 	}
 	defer db.Close()
-	s, err := newSchema(ctx, db, "drain")
+	s, err := newSchema(ctx, own, "drain")
 	if err != nil {
 		return r, err
 	}
-	defer s.drop(db)
+	defer s.drop(own)
 
 	progress("  staging %d requests", n)
 	ids, err := stageBacklog(ctx, db, s, n, cfg.stageChunk)
@@ -158,7 +165,9 @@ func drainOnce(ctx context.Context, cfg config, srv server, postmaster int, n in
 			return r, err
 		}
 	}
-	return r, nil
+	_ = db.Close()
+	r.db.rowUpdates, err = outboxUpdates(ctx, own, s)
+	return r, err
 }
 
 // sampleCPU records the CPU use of each window into out until stopped;
@@ -282,6 +291,9 @@ func addCPU(res *results, key, section, label string, u cpuUse) {
 func addDB(res *results, key, section, label string, d dbUse, n int) {
 	res.add(key+"/writetx", section, label+": write transactions (commits) per event", "tx/event", float64(d.writeTx)/float64(n), "")
 	res.add(key+"/wal", section, label+": WAL per event", "bytes/event", float64(d.walBytes)/float64(n), "")
+	if d.rowUpdates >= 0 {
+		res.add(key+"/updates", section, label+": outbox row updates per event", "updates/event", float64(d.rowUpdates)/float64(n), "")
+	}
 }
 
 // bestDrain is the setting with the highest median drain rate, or the
