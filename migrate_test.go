@@ -147,13 +147,13 @@ func TestMigrate(t *testing.T) {
 		schema := newSchema(t)
 
 		require.NoError(t, tidings.Migrate(t.Context(), db, schema))
-		require.Equal(t, []string{"inbox", "migrations", "outbox"}, tables(t, db, schema))
+		require.Equal(t, []string{"inbox", "migrations", "outbox", "timeline"}, tables(t, db, schema))
 		before := requireOneRowPerVersion(t, db, schema)
 
 		require.NoError(t, tidings.Migrate(t.Context(), db, schema))
 		after := requireOneRowPerVersion(t, db, schema)
 		require.Equal(t, before, after, "the second Migrate applied something again")
-		require.Equal(t, []string{"inbox", "migrations", "outbox"}, tables(t, db, schema))
+		require.Equal(t, []string{"inbox", "migrations", "outbox", "timeline"}, tables(t, db, schema))
 	})
 
 	t.Run("TenAtOnceOnTenConnections", func(t *testing.T) {
@@ -181,7 +181,7 @@ func TestMigrate(t *testing.T) {
 			require.NoError(t, err, "Migrate #%d", i)
 		}
 		requireOneRowPerVersion(t, pgtest.AdminDB(t), schema)
-		require.Equal(t, []string{"inbox", "migrations", "outbox"}, tables(t, pgtest.AdminDB(t), schema))
+		require.Equal(t, []string{"inbox", "migrations", "outbox", "timeline"}, tables(t, pgtest.AdminDB(t), schema))
 	})
 
 	t.Run("BadSchemaNamesCreateNothing", func(t *testing.T) {
@@ -291,7 +291,7 @@ func TestMigrationFiles(t *testing.T) {
 				require.NoError(t, err, "%s: %s", c.name, name)
 			}
 		}
-		require.Equal(t, []string{"inbox", "outbox"}, tables(t, db, schema))
+		require.Equal(t, []string{"inbox", "outbox", "timeline"}, tables(t, db, schema))
 		require.Equal(t, shape(t, db, reference), shape(t, db, schema),
 			"the plain files and Migrate build different tables")
 

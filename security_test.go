@@ -888,7 +888,7 @@ func (l *secLog) String() string {
 // TestLeastPrivilege runs a relay and a dispatcher, end to end, connected
 // as pgtest's application role, as every test is, with its grants narrowed
 // to what a production relay gets: USAGE on the schema and DML on the
-// outbox and the inbox, nothing else. Stage, deliver, dead, list, re-emit,
+// outbox, the timeline and the inbox, nothing else. Stage, deliver, dead, list, re-emit,
 // status, cancel and purge all work; and every migration refuses to run
 // as that role, with a permission error, creating nothing.
 func TestLeastPrivilege(t *testing.T) {
@@ -915,6 +915,7 @@ func TestLeastPrivilege(t *testing.T) {
 		`has_database_privilege(current_database(), 'CREATE')`,
 		`has_table_privilege(` + pq.QuoteLiteral(q+".outbox") + `, 'TRUNCATE, REFERENCES, TRIGGER')`,
 		`has_table_privilege(` + pq.QuoteLiteral(q+".inbox") + `, 'TRUNCATE, REFERENCES, TRIGGER')`,
+		`has_table_privilege(` + pq.QuoteLiteral(q+".timeline") + `, 'TRUNCATE, REFERENCES, TRIGGER')`,
 		`has_table_privilege(` + pq.QuoteLiteral(q+".migrations") + `, 'SELECT, INSERT, UPDATE, DELETE')`,
 	} {
 		var has bool
@@ -923,7 +924,7 @@ func TestLeastPrivilege(t *testing.T) {
 			privileges = append(privileges, check)
 		}
 	}
-	require.Empty(t, privileges, "the application role has more than DML on its two tables")
+	require.Empty(t, privileges, "the application role has more than DML on its tables")
 	_, err = app.ExecContext(t.Context(), `CREATE TABLE `+q+`.x (n int)`)
 	pqErr, ok := errors.AsType[*pq.Error](err)
 	require.True(t, ok, "CREATE in the schema: %v", err)
@@ -952,7 +953,7 @@ func TestLeastPrivilege(t *testing.T) {
 		require.NoError(t, <-done)
 	})
 
-	wait := func(id uuid.UUID) relay.Status {
+	wait := func(id uuid.UUID) notification.Status {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
 		defer cancel()
@@ -1053,6 +1054,6 @@ func TestLeastPrivilege(t *testing.T) {
 		require.NoError(t, admin.QueryRowContext(t.Context(),
 			`SELECT count(*) FROM `+pq.QuoteIdentifier(schema)+`.migrations`).Scan(&after))
 		require.Equal(t, versions, after)
-		require.Equal(t, []string{"inbox", "migrations", "outbox"}, tables(t, admin, schema))
+		require.Equal(t, []string{"inbox", "migrations", "outbox", "timeline"}, tables(t, admin, schema))
 	})
 }

@@ -108,12 +108,31 @@ func (c *Client) StageBatch(ctx context.Context, tx relay.Execer, module string,
 	return c.ob.StageBatch(ctx, tx, msgs)
 }
 
+// Status is what is known of one request: what an on-call engineer asks
+// first, and its whole timeline.
+type Status struct {
+	relay.Status
+	// Channel is the request's channel (its relay lane).
+	Channel string
+	// Reference is the provider's reference of a delivered request (the
+	// relay's Result), or "".
+	Reference string
+}
+
 // Status returns what is known of the request id: pending (with its
 // attempts, next attempt and last reason: zero attempts means not tried
 // yet), processed (delivered: when, and the provider's reference), dead
-// (why) or cancelled. It is relay.ErrNotFound for an unknown or purged id.
-func (c *Client) Status(ctx context.Context, id uuid.UUID) (relay.Status, error) {
-	return c.ob.Status(ctx, c.db, id)
+// (why, and the reason's code) or cancelled, with its correlation and
+// trace ids and its timeline, every life of it included: a request that
+// died and was re-emitted shows both. It is relay.ErrNotFound for an
+// unknown or purged id.
+func (c *Client) Status(ctx context.Context, id uuid.UUID) (Status, error) {
+	st, err := c.ob.Status(ctx, c.db, id)
+	out := Status{Status: st, Channel: st.Lane}
+	if st.State == relay.StateProcessed {
+		out.Reference = st.Result
+	}
+	return out, err
 }
 
 // waitPollMax bounds the pause between two looks of Wait.
@@ -123,9 +142,9 @@ const waitPollMax = time.Second
 // cancelled) or ctx ends, and returns its last known status with ctx's
 // error in the second case (the zero Status if ctx ended before the first
 // look answered).
-func (c *Client) Wait(ctx context.Context, id uuid.UUID) (relay.Status, error) {
+func (c *Client) Wait(ctx context.Context, id uuid.UUID) (Status, error) {
 	pause := 10 * time.Millisecond
-	var last relay.Status
+	var last Status
 	for {
 		st, err := c.Status(ctx, id)
 		if ctx.Err() != nil {
@@ -149,9 +168,9 @@ func (c *Client) Wait(ctx context.Context, id uuid.UUID) (relay.Status, error) {
 // was delivered, and the cancel came too late). If a delivery of it is
 // running, Cancel waits for it to end: its claim in the inbox decides, and
 // the delivery writes its outcome in the claim's transaction.
-func (c *Client) Cancel(ctx context.Context, id uuid.UUID) (relay.Status, error) {
+func (c *Client) Cancel(ctx context.Context, id uuid.UUID) (Status, error) {
 	if err := c.cancel(ctx, id); err != nil {
-		return relay.Status{ID: id}, err
+		return Status{Status: relay.Status{ID: id}}, err
 	}
 	return c.Status(ctx, id)
 }
@@ -182,16 +201,64 @@ func (c *Client) cancel(ctx context.Context, id uuid.UUID) error {
 	return nil
 }
 
-// ListDead returns the dead requests f selects, oldest death first.
-func (c *Client) ListDead(ctx context.Context, f *relay.DeadFilter) ([]relay.DeadRecord, error) {
-	return c.ob.ListDead(ctx, c.db, f)
+// DeadFilter selects dead requests. A zero field selects everything on it.
+type DeadFilter struct {
+	Module  string      // only this module's requests
+	Channel string      // only requests of this channel
+	Code    string      // only requests dead of this cause (Dead.Code), such as "provider.unavailable"
+	Since   time.Time   // only requests that died at or after this time
+	Until   time.Time   // only requests that died before this time
+	IDs     []uuid.UUID // only these requests
+	// After, for ListDead, starts the page after this request: the last
+	// one of the previous page. Nil starts at the first.
+	After *Dead
+	Limit int // ListDead only: at most this many; default relay.ListDeadLimitDefault
+}
+
+func (f *DeadFilter) relay() *relay.DeadFilter {
+	if f == nil {
+		return &relay.DeadFilter{Kind: Kind}
+	}
+	rf := &relay.DeadFilter{Module: f.Module, Kind: Kind, Lane: f.Channel, Code: f.Code, Since: f.Since, Until: f.Until,
+		IDs: f.IDs, Limit: f.Limit}
+	if f.After != nil {
+		rf.After = &f.After.DeadRecord
+	}
+	return rf
+}
+
+// Dead is a dead request, as an operator inspects it.
+type Dead struct {
+	relay.DeadRecord
+	Channel   string
+	Recipient string // personal data: mask it where it is shown
+	Template  string
+}
+
+// ListDead returns a page of the dead requests f selects, oldest death
+// first; pass the last of a page as f.After for the next.
+func (c *Client) ListDead(ctx context.Context, f *DeadFilter) ([]Dead, error) {
+	recs, err := c.ob.ListDead(ctx, c.db, f.relay())
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Dead, len(recs))
+	for i, r := range recs {
+		out[i] = Dead{DeadRecord: r, Channel: r.Lane}
+		if p, err := decode(r.Payload); err == nil {
+			out[i].Recipient, out[i].Template = p.Recipient, p.Template
+		}
+	}
+	return out, nil
 }
 
 // Reemit hands the dead requests f selects back to their relays, once the
 // cause is fixed: each keeps its id (so a provider still deduplicates it)
-// and gets a fresh budget of attempts. It returns how many it re-emitted.
-func (c *Client) Reemit(ctx context.Context, f *relay.DeadFilter) (int64, error) {
-	return c.ob.Reemit(ctx, c.db, f)
+// and gets a fresh budget of attempts, so its delivery sees attempt 1
+// again; its timeline keeps the life that ended. It returns how many it
+// re-emitted. A nil filter re-emits every dead request.
+func (c *Client) Reemit(ctx context.Context, f *DeadFilter) (int64, error) {
+	return c.ob.Reemit(ctx, c.db, f.relay())
 }
 
 // Purge deletes delivered and cancelled requests settled more than

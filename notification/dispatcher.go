@@ -18,6 +18,18 @@ import (
 	"github.com/tidings-go/tidings/relay"
 )
 
+// Codes of the dispatcher's own answers (relay.Result.WithCode), beside
+// those of the delivery package (delivery.CodeRejected, ...) and the
+// relay's (relay.CodeMaxHands, ...).
+const (
+	CodeDelivered      = "delivered"           // the provider accepted it
+	CodeIgnored        = "ignored"             // a record of another kind than Kind
+	CodeUndecodable    = "payload.undecodable" // the staged payload does not decode
+	CodeUnknownChannel = "channel.unknown"     // no delivery is registered for its channel
+	CodeNotPrepared    = "dispatcher.unprepared"
+	CodeClaimFailed    = "claim.failed" // the claim's own transaction failed (Unsure)
+)
+
 // ErrNotPrepared is why a Dispatcher that no relay prepared answers every
 // request dead: run it with relay.Supervise, and have a sink that wraps
 // it pass Prepare (and HandleBatch) on.
@@ -189,21 +201,21 @@ func (d *Dispatcher) HandleBatch(ctx context.Context, b *relay.Batch) {
 	for i := range b.Len() {
 		rec := b.Record(i)
 		if rec.Kind != Kind {
-			b.Answer(i, relay.Done())
+			b.Answer(i, relay.Done().WithCode(CodeIgnored))
 			continue
 		}
 		if bind == nil {
-			b.Answer(i, relay.Dead(ErrNotPrepared))
+			b.Answer(i, relay.Dead(ErrNotPrepared).WithCode(CodeNotPrepared))
 			continue
 		}
 		req, err := decode(rec.Payload)
 		if err != nil {
-			b.Answer(i, relay.Dead(fmt.Errorf("undecodable notification request: %w", err)))
+			b.Answer(i, relay.Dead(fmt.Errorf("undecodable notification request: %w", err)).WithCode(CodeUndecodable))
 			continue
 		}
 		ch, ok := d.channels[req.Channel]
 		if !ok {
-			b.Answer(i, relay.Dead(fmt.Errorf("no delivery is registered for channel %q", req.Channel)))
+			b.Answer(i, relay.Dead(fmt.Errorf("no delivery is registered for channel %q", req.Channel)).WithCode(CodeUnknownChannel))
 			continue
 		}
 		j := job{i: i, rec: rec, ch: ch, p: delivery.Pending{
@@ -279,9 +291,9 @@ func (d *Dispatcher) deliverAll(ctx context.Context, bind *binding, b *relay.Bat
 		switch {
 		case !first[j.p.ID]:
 			// A committed claim: delivered before; its settle was lost.
-			results[k] = relay.Done()
+			results[k] = relay.Done().WithCode(CodeDelivered)
 		case outs[k].Kind() == delivery.KindDelivered:
-			results[k] = relay.DoneWith(outs[k].Reference())
+			results[k] = relay.DoneWith(outs[k].Reference()).WithCode(CodeDelivered)
 		default:
 			results[k] = d.failed(j, outs[k])
 			release = append(release, j.p.ID)
@@ -358,18 +370,21 @@ func (d *Dispatcher) deliverInSavepoint(ctx context.Context, tx *sql.Tx, j job) 
 // failed maps an outcome other than delivered onto the relay's result:
 // Reject is dead; Retry follows the policy, and is dead once the attempts
 // are exhausted.
+// The code of each is the reason's own (delivery.CodeOf), or else
+// delivery.CodeRejected or delivery.CodeUnavailable.
 func (d *Dispatcher) failed(j job, out delivery.Outcome) relay.Result {
 	switch out.Kind() {
 	case delivery.KindReject:
-		return relay.Dead(out.Reason())
+		return relay.Dead(out.Reason()).WithCode(cmp.Or(delivery.CodeOf(out.Reason()), delivery.CodeRejected))
 	case delivery.KindRetry:
 	default:
 		out = delivery.Retry(fmt.Errorf("delivery for channel %q answered %s, not an outcome", j.p.Channel, out))
 	}
+	code := cmp.Or(delivery.CodeOf(out.Reason()), delivery.CodeUnavailable)
 	if d.cfg.Policy.Exhausted(j.p.Attempt) {
-		return relay.Dead(fmt.Errorf("exhausted after %d attempts: %w", j.p.Attempt, out.Reason()))
+		return relay.Dead(fmt.Errorf("exhausted after %d attempts: %w", j.p.Attempt, out.Reason())).WithCode(code)
 	}
-	return relay.Retry(max(d.cfg.Policy.Delay(j.p.Attempt), out.After()), out.Reason())
+	return relay.Retry(max(d.cfg.Policy.Delay(j.p.Attempt), out.After()), out.Reason()).WithCode(code)
 }
 
 // unsure answers every job for a failure of the claim's own transaction
@@ -386,7 +401,7 @@ func (d *Dispatcher) unsure(b *relay.Batch, jobs []job, err error) {
 // minute.
 func (d *Dispatcher) unsureOf(j job, err error) relay.Result {
 	d.log.Warn("claim's transaction failed; offering the request again", "outbox_id", j.p.ID, "err", err)
-	return relay.Unsure(d.cfg.Policy.Delay(j.rec.Unsure+1), err)
+	return relay.Unsure(d.cfg.Policy.Delay(j.rec.Unsure+1), err).WithCode(CodeClaimFailed)
 }
 
 // deliver calls the delivery, in a span of its own inside the staging
@@ -398,13 +413,13 @@ func (d *Dispatcher) deliver(ctx context.Context, j job) (out delivery.Outcome) 
 	defer func() {
 		if r := recover(); r != nil {
 			d.log.ErrorContext(ctx, "delivery panicked", "outbox_id", j.p.ID, "channel", j.p.Channel, "panic", r)
-			out = delivery.Retry(fmt.Errorf("delivery for channel %q panicked: %v", j.p.Channel, r))
+			out = delivery.Retry(delivery.WithCode(delivery.CodePanic, fmt.Errorf("delivery for channel %q panicked: %v", j.p.Channel, r)))
 		}
 		if out.Kind() != delivery.KindDelivered && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			// Name the deadline that fired: the delivery's own, or the
 			// relay's hand timeout when the claim took long.
-			out = delivery.RetryAfter(fmt.Errorf("delivery for channel %q timed out: %w: %v",
-				j.p.Channel, context.Cause(ctx), cmp.Or[any](out.Reason(), "no answer")), out.After())
+			out = delivery.RetryAfter(delivery.WithCode(delivery.CodeTimeout, fmt.Errorf("delivery for channel %q timed out: %w: %v",
+				j.p.Channel, context.Cause(ctx), cmp.Or[any](out.Reason(), "no answer"))), out.After())
 		}
 		d.tel.finished(ctx, span, j.p.Channel, out, time.Since(start))
 	}()

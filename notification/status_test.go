@@ -118,7 +118,7 @@ func TestStatusScheduleAndCancel(t *testing.T) {
 				// Cancelled from another process's client.
 				other, err := notification.NewClient(b.db, &notification.ClientConfig{Schema: b.schema, Consumer: consumer})
 				require.NoError(t, err)
-				cancelled := make(chan relay.Status, 1)
+				cancelled := make(chan notification.Status, 1)
 				go func() {
 					st, err := other.Cancel(context.Background(), id)
 					if err != nil {

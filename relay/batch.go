@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -159,13 +160,13 @@ func (b *Batch) final(i int, res Result) Result {
 // finish answers every record still without an answer that stands, once
 // HandleBatch returned: no answer at all, or a SettleIn whose commit was
 // never confirmed (the fenced settle is then harmless if it did commit).
-func (b *Batch) finish(why string) {
+func (b *Batch) finish(code, why string) {
 	for i := range b.recs {
 		b.mu.Lock()
 		open := b.answers[i].state != answered
 		b.mu.Unlock()
 		if open {
-			b.Answer(i, Retry(b.s.cfg.Lease, fmt.Errorf("%s", why)))
+			b.Answer(i, Retry(b.s.cfg.Lease, errors.New(why)).WithCode(code))
 		}
 	}
 }
@@ -174,12 +175,13 @@ func (b *Batch) finish(why string) {
 func settleArgs(st []settlement) []any {
 	n := len(st)
 	ids, hands, attempts, outcomes := make([]string, n), make([]int64, n), make([]int64, n), make([]string, n)
-	delays, texts := make([]float64, n), make([]string, n)
+	delays, texts, codes, took := make([]float64, n), make([]string, n), make([]string, n), make([]float64, n)
 	for i, s := range st {
 		ids[i], hands[i], attempts[i], outcomes[i] = s.id.String(), int64(s.hand), int64(s.attempts), s.res.outcome.String()
-		delays[i], texts[i] = s.res.delay.Seconds(), s.res.text
+		delays[i], texts[i], codes[i], took[i] = s.res.delay.Seconds(), s.res.text, s.res.code, s.took.Seconds()
 	}
-	return []any{pq.Array(ids), pq.Array(hands), pq.Array(outcomes), pq.Array(delays), pq.Array(texts), pq.Array(attempts)}
+	return []any{pq.Array(ids), pq.Array(hands), pq.Array(outcomes), pq.Array(delays), pq.Array(texts), pq.Array(attempts),
+		pq.Array(codes), pq.Array(took)}
 }
 
 // settlement is one record's answer, on its way to the database. The hand
@@ -190,8 +192,13 @@ type settlement struct {
 	hand     int
 	attempts int
 	res      Result
+	took     time.Duration // from the claim to the answer
 }
 
 func settlementOf(rec Record, res Result) settlement {
-	return settlement{id: rec.ID, hand: rec.Hand, attempts: rec.Attempts, res: res}
+	var took time.Duration
+	if !rec.claimedAt.IsZero() {
+		took = time.Since(rec.claimedAt)
+	}
+	return settlement{id: rec.ID, hand: rec.Hand, attempts: rec.Attempts, res: res, took: took}
 }

@@ -133,6 +133,14 @@ func TestG2CrashMidBatchLosesNothing(t *testing.T) {
 	for _, rec := range sink.records() {
 		if held[rec.ID] {
 			require.Equal(t, 2, rec.Hand, "the second hand of %s", rec.ID)
+			st, err := b.ob.Status(t.Context(), b.db, rec.ID)
+			require.NoError(t, err)
+			var tl []string
+			for _, e := range st.Timeline {
+				tl = append(tl, fmt.Sprintf("%s/%d", e.Event, e.Hand))
+			}
+			require.Equal(t, []string{"staged/0", "lost/1", "done/2"}, tl, "the timeline shows the hand the crash took")
+			require.Equal(t, relay.CodeLostHand, st.Timeline[1].Code)
 		}
 	}
 	for _, id := range ids {

@@ -26,23 +26,30 @@ const ListDeadLimitDefault = 100
 type DeadFilter struct {
 	Module string      // only this module's records
 	Kind   string      // only records of this kind
+	Lane   string      // only records of this lane (a notification's channel)
+	Code   string      // only records dead of this cause (DeadRecord.Code)
 	Since  time.Time   // only records that died at or after this time
 	Until  time.Time   // only records that died before this time
 	IDs    []uuid.UUID // only these records
-	Limit  int         // ListDead only: at most this many; default ListDeadLimitDefault
+	// After, for ListDead, starts the page after this record: the last one
+	// of the previous page. Nil starts at the first.
+	After *DeadRecord
+	Limit int // ListDead only: at most this many; default ListDeadLimitDefault
 }
 
 // DeadRecord is a dead record, as an operator inspects it.
 type DeadRecord struct {
 	ID            uuid.UUID
 	Module        string
+	Lane          string
 	Kind          string
-	Payload       json.RawMessage
+	Payload       json.RawMessage // as staged: it may hold personal data
 	CorrelationID string
 	CausationID   string
 	CreatedAt     time.Time
 	FailedAt      time.Time
 	Reason        string // why it is dead, as the sink or the relay said
+	Code          string // the stable machine code of Reason
 	Attempts      int
 	Hands         int
 }
@@ -59,18 +66,26 @@ func (f *DeadFilter) args() []any {
 		}
 		ids = pq.Array(s)
 	}
-	return []any{f.Module, f.Kind, nullTime(f.Since), nullTime(f.Until), ids}
+	return []any{f.Module, f.Kind, f.Lane, f.Code, nullTime(f.Since), nullTime(f.Until), ids}
 }
 
 func nullTime(t time.Time) sql.NullTime { return sql.NullTime{Time: t, Valid: !t.IsZero()} }
 
-// ListDead returns the dead records f selects, oldest death first.
+// ListDead returns a page of the dead records f selects, oldest death
+// first; pass the last of a page as f.After for the next.
 func (o *Outbox) ListDead(ctx context.Context, db *sql.DB, f *DeadFilter) ([]DeadRecord, error) {
 	limit := ListDeadLimitDefault
-	if f != nil && f.Limit > 0 {
-		limit = f.Limit
+	var afterAt sql.NullTime
+	var afterID any
+	if f != nil {
+		if f.Limit > 0 {
+			limit = f.Limit
+		}
+		if f.After != nil {
+			afterAt, afterID = nullTime(f.After.FailedAt), f.After.ID
+		}
 	}
-	rows, err := db.QueryContext(ctx, o.q.listDead, append(f.args(), limit)...)
+	rows, err := db.QueryContext(ctx, o.q.listDead, append(f.args(), afterAt, afterID, limit)...)
 	if err != nil {
 		return nil, fmt.Errorf("relay: list dead: %w", err)
 	}
@@ -78,8 +93,8 @@ func (o *Outbox) ListDead(ctx context.Context, db *sql.DB, f *DeadFilter) ([]Dea
 	var out []DeadRecord
 	for rows.Next() {
 		var d DeadRecord
-		if err := rows.Scan(&d.ID, &d.Module, &d.Kind, &d.Payload, &d.CorrelationID, &d.CausationID,
-			&d.CreatedAt, &d.FailedAt, &d.Reason, &d.Attempts, &d.Hands); err != nil {
+		if err := rows.Scan(&d.ID, &d.Module, &d.Lane, &d.Kind, &d.Payload, &d.CorrelationID, &d.CausationID,
+			&d.CreatedAt, &d.FailedAt, &d.Reason, &d.Code, &d.Attempts, &d.Hands); err != nil {
 			return nil, fmt.Errorf("relay: list dead: %w", err)
 		}
 		out = append(out, d)
@@ -92,9 +107,11 @@ func (o *Outbox) ListDead(ctx context.Context, db *sql.DB, f *DeadFilter) ([]Dea
 
 // Reemit hands the dead records f selects back to their relays, once the
 // cause is fixed: each keeps its id (so a provider still deduplicates it),
-// gets a fresh budget of attempts and hands, is due at once, and wakes its
-// module's relay at commit. It returns how many records it re-emitted. A
-// nil filter re-emits every dead record.
+// gets a fresh budget of attempts and hands (a sink sees its next hand as
+// attempt 1 again), is due at once, and wakes its module's relay at
+// commit; its timeline keeps its earlier life and notes the re-emit. It
+// returns how many records it re-emitted. f.After and f.Limit do not
+// apply. A nil filter re-emits every dead record.
 func (o *Outbox) Reemit(ctx context.Context, db *sql.DB, f *DeadFilter) (int64, error) {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {

@@ -108,6 +108,12 @@ func TestOperate(t *testing.T) {
 		require.Equal(t, 10, b.count(t, "processed_at IS NOT NULL"), "recent ones stay")
 		require.Equal(t, 2, b.count(t, "failed_at IS NOT NULL"), "dead ones stay")
 		require.Equal(t, 1, b.count(t, "id = '"+pendingID.String()+"'"), "pending ones stay")
+		var entries, orphans int
+		require.NoError(t, b.db.QueryRowContext(t.Context(), `SELECT count(*),
+				count(*) FILTER (WHERE NOT EXISTS (SELECT 1 FROM "`+b.schema+`".outbox o WHERE o.id = t.record_id))
+			FROM "`+b.schema+`".timeline t`).Scan(&entries, &orphans))
+		require.Zero(t, orphans, "a purged record's timeline goes with it")
+		require.Equal(t, 12, entries, "the timelines of the records kept stay")
 	})
 
 	t.Run("SupervisorPurgesPeriodically", func(t *testing.T) {

@@ -160,7 +160,21 @@ type Result struct {
 	outcome outcome
 	delay   time.Duration
 	text    string // the result of done, the reason otherwise
+	code    string // a stable machine code of text
 }
+
+// WithCode returns r with a stable machine code beside its reason (or, for
+// Done, its result), such as "provider.rejected": a lower-case word with
+// dots and underscores, short, and the same for every record of the same
+// cause, so that records can be grouped by it. It is kept on the row and
+// in the record's timeline.
+func (r Result) WithCode(code string) Result {
+	r.code = code
+	return r
+}
+
+// Code returns r's machine code, or "".
+func (r Result) Code() string { return r.code }
 
 // Done settles the record as processed.
 func Done() Result { return Result{outcome: outcomeDone} }

@@ -30,6 +30,14 @@ const lanesCTE = `lanes(lane, available_at) AS (
 			WHERE module = $1 AND {pending} AND lane > l.lane
 			ORDER BY lane, available_at LIMIT 1) n)`
 
+// deadFilter is the condition of a DeadFilter on a dead row o: $1 module,
+// $2 kind, $3 lane, $4 code, $5 and $6 the time of death, $7 ids.
+const deadFilter = `($1 = '' OR o.module = $1) AND ($2 = '' OR o.kind = $2)
+	AND ($3 = '' OR o.lane = $3) AND ($4 = '' OR o.code = $4)
+	AND ($5::timestamptz IS NULL OR o.failed_at >= $5)
+	AND ($6::timestamptz IS NULL OR o.failed_at < $6)
+	AND ($7::uuid[] IS NULL OR o.id = ANY($7))`
+
 // queries holds every statement of the relay for one schema, built once.
 type queries struct {
 	channel string // the NOTIFY channel of the schema; the payload is the module
@@ -39,6 +47,7 @@ type queries struct {
 	settle            string
 	ping              string
 	listDead, reemit  string
+	timeline          string
 	notify            string
 	purge             string
 	status, cancel    string
@@ -47,7 +56,8 @@ type queries struct {
 func newQueries(schema string) queries {
 	t := ident.Quote(schema) + ".outbox"
 	base := strings.NewReplacer("{t}", t, "{pending}", pending)
-	r := strings.NewReplacer("{t}", t, "{pending}", pending, "{pendingByID}", pendingByID, "{lanes}", base.Replace(lanesCTE))
+	r := strings.NewReplacer("{t}", t, "{pending}", pending, "{pendingByID}", pendingByID,
+		"{lanes}", base.Replace(lanesCTE), "{timeline}", ident.Quote(schema)+".timeline", "{deadFilter}", deadFilter)
 	return queries{
 		channel: schema + ident.ChannelSuffix,
 
@@ -80,10 +90,11 @@ func newQueries(schema string) queries {
 		// written so the planner cannot answer it from outbox_due, whose
 		// scan would read every pending row: the rows come by primary key.
 		// A lane without room is never read, let alone locked or updated.
-		// The
-		// UPDATE pushes their due time past the lease and counts the hand
-		// in this commit, so a crash loop still counts. A row handed more
-		// than $4 times is dead here instead of handed again.
+		// The UPDATE pushes their due time past the lease and counts the
+		// hand in this commit, so a crash loop still counts. A row handed
+		// more than $4 times is dead here instead of handed again. The
+		// timeline gets an entry for a hand that ended without an answer
+		// (hands ran ahead of answered_hand) and for a row dead here.
 		//
 		// The claim commits without waiting for its WAL flush (nosync sets
 		// synchronous_commit for this statement's transaction only): that
@@ -111,18 +122,29 @@ func newQueries(schema string) queries {
 				SELECT id FROM {t}
 				WHERE id = ANY(ARRAY(SELECT id FROM cand))
 					AND coalesce(processed_at, failed_at, cancelled_at) IS NULL AND available_at - now() <= '0'::interval
-				FOR UPDATE SKIP LOCKED)
-			UPDATE {t} o SET
-				hands = o.hands + 1,
-				available_at = now() + make_interval(secs => $3),
-				failed_at = CASE WHEN o.hands >= $4 THEN now() END,
-				failure_reason = CASE WHEN o.hands >= $4 THEN format(
-					'handed %s times without being settled, more than MaxHands (%s): the record keeps crashing or hanging its handler; last error: %s',
-					o.hands + 1, $4, coalesce(nullif(o.last_error, ''), 'none')) END
-			FROM due, nosync WHERE o.id = due.id
-			RETURNING o.id, o.lane, o.kind, o.payload, o.headers, o.correlation_id, o.causation_id,
-				o.created_at, o.attempts, o.hands, o.unsure, o.last_error, o.failed_at IS NOT NULL,
-				extract(epoch FROM now() - o.created_at)`),
+				FOR UPDATE SKIP LOCKED),
+			claimed AS (
+				UPDATE {t} o SET
+					hands = o.hands + 1,
+					available_at = now() + make_interval(secs => $3),
+					failed_at = CASE WHEN o.hands >= $4 THEN now() END,
+					code = CASE WHEN o.hands >= $4 THEN '`+CodeMaxHands+`' ELSE o.code END,
+					failure_reason = CASE WHEN o.hands >= $4 THEN format(
+						'handed %s times without being settled, more than MaxHands (%s): the record keeps crashing or hanging its handler; last error: %s',
+						o.hands + 1, $4, coalesce(nullif(o.last_error, ''), 'none')) END
+				FROM due, nosync WHERE o.id = due.id
+				RETURNING o.*),
+			entries AS (
+				INSERT INTO {timeline} (record_id, event, hand, code, reason)
+				SELECT id, 'lost', hands - 1, '`+CodeLostHand+`',
+					'the hand ended without an answer: its process stopped or its lease ran out'
+				FROM claimed WHERE hands - 1 > answered_hand
+				UNION ALL
+				SELECT id, 'dead', hands, code, failure_reason FROM claimed WHERE failed_at IS NOT NULL)
+			SELECT id, lane, kind, payload, headers, correlation_id, causation_id,
+				created_at, attempts, hands, unsure, last_error, failed_at IS NOT NULL,
+				extract(epoch FROM now() - created_at)
+			FROM claimed`),
 
 		// Seconds until the module's next row falls due in a lane with
 		// room ($2 names the lanes without): a retry, a scheduled record,
@@ -141,63 +163,90 @@ func newQueries(schema string) queries {
 		// Its times are clock_timestamp(), not now(): a settle written in a
 		// sink's transaction runs after the sink's work, and a retry's
 		// delay counts from the answer, not from the transaction's start.
-		settle: r.Replace(`UPDATE {t} o SET
-				processed_at = CASE WHEN r.outcome = 'done' THEN clock_timestamp() END,
-				result = CASE WHEN r.outcome = 'done' THEN r.text ELSE o.result END,
-				failed_at = CASE WHEN r.outcome = 'dead' THEN clock_timestamp() END,
-				failure_reason = CASE WHEN r.outcome = 'dead' THEN r.text END,
-				attempts = o.attempts + CASE WHEN r.outcome IN ('retry', 'dead') THEN 1 ELSE 0 END,
-				last_error = CASE WHEN r.outcome IN ('retry', 'dead', 'unsure') THEN r.text ELSE o.last_error END,
-				hands = o.hands - CASE WHEN r.outcome IN ('release', 'unsure') THEN 1 ELSE 0 END,
-				unsure = o.unsure + CASE WHEN r.outcome = 'unsure' THEN 1 ELSE 0 END,
-				available_at = CASE r.outcome
-					WHEN 'retry' THEN clock_timestamp() + make_interval(secs => r.delay)
-					WHEN 'unsure' THEN clock_timestamp() + make_interval(secs => r.delay)
-					WHEN 'release' THEN clock_timestamp() + make_interval(secs => r.delay)
-					ELSE o.available_at END
-			FROM unnest($1::uuid[], $2::int[], $3::text[], $4::float8[], $5::text[], $6::int[]) AS r(id, hands, outcome, delay, text, attempts)
-			WHERE o.id = r.id AND o.hands = r.hands AND o.attempts = r.attempts AND {pendingByID}`),
+		//
+		// Every settled row appends its timeline entry in the same
+		// statement: the outcome, its code and reason (or result), the
+		// hand, how long the hand took, and the next due time of a row
+		// that stays pending.
+		settle: r.Replace(`WITH up AS (
+				UPDATE {t} o SET
+					processed_at = CASE WHEN r.outcome = 'done' THEN clock_timestamp() END,
+					result = CASE WHEN r.outcome = 'done' THEN r.text ELSE o.result END,
+					failed_at = CASE WHEN r.outcome = 'dead' THEN clock_timestamp() END,
+					failure_reason = CASE WHEN r.outcome = 'dead' THEN r.text END,
+					attempts = o.attempts + CASE WHEN r.outcome IN ('retry', 'dead') THEN 1 ELSE 0 END,
+					last_error = CASE WHEN r.outcome IN ('retry', 'dead', 'unsure') THEN r.text ELSE o.last_error END,
+					code = CASE WHEN r.outcome = 'release' THEN o.code ELSE r.code END,
+					hands = o.hands - CASE WHEN r.outcome IN ('release', 'unsure') THEN 1 ELSE 0 END,
+					answered_hand = o.hands - CASE WHEN r.outcome IN ('release', 'unsure') THEN 1 ELSE 0 END,
+					unsure = o.unsure + CASE WHEN r.outcome = 'unsure' THEN 1 ELSE 0 END,
+					available_at = CASE r.outcome
+						WHEN 'retry' THEN clock_timestamp() + make_interval(secs => r.delay)
+						WHEN 'unsure' THEN clock_timestamp() + make_interval(secs => r.delay)
+						WHEN 'release' THEN clock_timestamp() + make_interval(secs => r.delay)
+						ELSE o.available_at END
+				FROM unnest($1::uuid[], $2::int[], $3::text[], $4::float8[], $5::text[], $6::int[], $7::text[], $8::float8[])
+					AS r(id, hands, outcome, delay, text, attempts, code, took)
+				WHERE o.id = r.id AND o.hands = r.hands AND o.attempts = r.attempts AND {pendingByID}
+				RETURNING o.id, r.outcome, r.hands, r.code, r.text, r.took, o.available_at)
+			INSERT INTO {timeline} (record_id, event, hand, code, reason, detail)
+			SELECT id, outcome, hands, code, text, jsonb_build_object('took_ms', round(took * 1000)::bigint)
+				|| CASE WHEN outcome IN ('retry', 'unsure', 'release') THEN jsonb_build_object('due', available_at) ELSE '{}' END
+			FROM up`),
 
 		// Start-up check, one round trip: the table is readable, and the
 		// session's idle_in_transaction_session_timeout (ms; 0 is none).
 		ping: r.Replace(`SELECT setting::bigint FROM pg_settings
 			WHERE name = 'idle_in_transaction_session_timeout' AND NOT EXISTS (SELECT 1 FROM {t} WHERE false)`),
 
-		listDead: r.Replace(`SELECT id, module, kind, payload, correlation_id, causation_id,
-				created_at, failed_at, failure_reason, attempts, hands
-			FROM {t}
-			WHERE failed_at IS NOT NULL
-				AND ($1 = '' OR module = $1) AND ($2 = '' OR kind = $2)
-				AND ($3::timestamptz IS NULL OR failed_at >= $3)
-				AND ($4::timestamptz IS NULL OR failed_at < $4)
-				AND ($5::uuid[] IS NULL OR id = ANY($5))
+		listDead: r.Replace(`SELECT id, module, lane, kind, payload, correlation_id, causation_id,
+				created_at, failed_at, failure_reason, code, attempts, hands
+			FROM {t} o
+			WHERE failed_at IS NOT NULL AND {deadFilter}
+				AND ($8::timestamptz IS NULL OR (failed_at, id) > ($8, $9::uuid))
 			ORDER BY failed_at, id
-			LIMIT $6`),
-		// Re-emit gives dead rows a fresh budget of attempts and hands;
-		// the caller wakes each module's relay in the same transaction.
-		reemit: r.Replace(`WITH up AS (
-				UPDATE {t} SET failed_at = NULL, failure_reason = NULL,
-					attempts = 0, hands = 0, unsure = 0, available_at = now()
-				WHERE failed_at IS NOT NULL
-					AND ($1 = '' OR module = $1) AND ($2 = '' OR kind = $2)
-					AND ($3::timestamptz IS NULL OR failed_at >= $3)
-					AND ($4::timestamptz IS NULL OR failed_at < $4)
-					AND ($5::uuid[] IS NULL OR id = ANY($5))
-				RETURNING module)
+			LIMIT $10`),
+		// Re-emit gives dead rows a fresh budget of attempts and hands,
+		// and appends to each timeline what the row was; the caller wakes
+		// each module's relay in the same transaction.
+		reemit: r.Replace(`WITH was AS (
+				SELECT id, failed_at, failure_reason, code, attempts, hands FROM {t} o
+				WHERE failed_at IS NOT NULL AND {deadFilter}
+				FOR UPDATE),
+			up AS (
+				UPDATE {t} o SET failed_at = NULL, failure_reason = NULL, code = '',
+					attempts = 0, hands = 0, unsure = 0, answered_hand = 0, available_at = now()
+				FROM was WHERE o.id = was.id
+				RETURNING o.id, o.module),
+			entries AS (
+				INSERT INTO {timeline} (record_id, event, code, reason, detail)
+				SELECT was.id, 'reemitted', was.code, was.failure_reason, jsonb_build_object(
+					'was', 'dead', 'failed_at', was.failed_at, 'attempts', was.attempts, 'hands', was.hands)
+				FROM was JOIN up ON up.id = was.id)
 			SELECT module, count(*) FROM up GROUP BY module`),
 		// One wake-up per module: $2 is the modules.
 		notify: `SELECT pg_notify($1, m) FROM unnest($2::text[]) AS m`,
 
-		purge: r.Replace(`DELETE FROM {t} WHERE id IN (
-				SELECT id FROM {t}
-				WHERE (processed_at IS NOT NULL OR cancelled_at IS NOT NULL)
-					AND coalesce(processed_at, cancelled_at) < now() - make_interval(secs => $1)
-				LIMIT $2 FOR UPDATE SKIP LOCKED)`),
+		// A record's timeline goes with it; the count is the records'.
+		purge: r.Replace(`WITH gone AS (
+				DELETE FROM {t} WHERE id IN (
+					SELECT id FROM {t}
+					WHERE (processed_at IS NOT NULL OR cancelled_at IS NOT NULL)
+						AND coalesce(processed_at, cancelled_at) < now() - make_interval(secs => $1)
+					LIMIT $2 FOR UPDATE SKIP LOCKED)
+				RETURNING id),
+			entries AS (DELETE FROM {timeline} WHERE record_id IN (SELECT id FROM gone))
+			SELECT id FROM gone`),
 
-		status: r.Replace(`SELECT module, kind, created_at, available_at, attempts, hands, unsure, last_error, result,
-				processed_at, failed_at, failure_reason, cancelled_at
+		status: r.Replace(`SELECT module, lane, kind, created_at, available_at, attempts, hands, unsure, last_error, code,
+				result, processed_at, failed_at, failure_reason, cancelled_at, correlation_id, causation_id, headers
 			FROM {t} WHERE id = $1`),
-		cancel: r.Replace(`UPDATE {t} SET cancelled_at = now()
-			WHERE id = $1 AND {pending}`),
+		timeline: r.Replace(`SELECT at, event, hand, code, reason, detail FROM {timeline}
+			WHERE record_id = $1 ORDER BY at`),
+		cancel: r.Replace(`WITH up AS (
+				UPDATE {t} SET cancelled_at = now(), code = '`+CodeCancelled+`'
+				WHERE id = $1 AND {pending}
+				RETURNING id)
+			INSERT INTO {timeline} (record_id, event, code) SELECT id, 'cancelled', '`+CodeCancelled+`' FROM up`),
 	}
 }

@@ -3,11 +3,14 @@ package relay
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // State is where a record is in its life.
@@ -24,10 +27,12 @@ const (
 // ErrNotFound means no record has the id (or it was purged).
 var ErrNotFound = errors.New("relay: no such record")
 
-// Status is what is known of one record.
+// Status is what is known of one record: its state and the figures an
+// operator asks for first, and its whole timeline.
 type Status struct {
 	ID     uuid.UUID
 	Module string
+	Lane   string
 	Kind   string
 	State  State
 	// Attempts counts answers other than done; zero with State pending means
@@ -41,6 +46,9 @@ type Status struct {
 	Unsure int
 	// LastError is the reason of the last retry, or "".
 	LastError string
+	// Code is the stable machine code of the last error, of the reason a
+	// dead record died, or of a processed record's result.
+	Code string
 	// NextAttempt is when a pending record is due (or its lease ends).
 	NextAttempt time.Time
 	// Result is what the sink reported with Done, such as a provider's
@@ -52,6 +60,32 @@ type Status struct {
 	// Reason says why a dead record died.
 	Reason    string
 	CreatedAt time.Time
+	// CorrelationID and CausationID are the staging write's.
+	CorrelationID string
+	CausationID   string
+	// TraceID is the W3C trace id of the staging write, or "" when it ran
+	// in no trace.
+	TraceID string
+	// Timeline is the record's history, oldest first: its staging, then
+	// every change of its state (see Entry).
+	Timeline []Entry
+}
+
+// Entry is one change in a record's timeline, written in the transaction
+// that made the change.
+type Entry struct {
+	At    time.Time
+	Event string // staged, done, retry, dead, unsure, release, lost, cancelled, reemitted
+	Hand  int    // the hand it belongs to; 0 for staged, cancelled and reemitted
+	Code  string // stable machine code of Reason
+	// Reason is why (a retry's or a death's reason, an earlier death's for
+	// reemitted), or for done the sink's result, such as a provider's
+	// reference.
+	Reason string
+	// Detail holds what else the change knew: took_ms (the hand, from its
+	// claim to its answer), due (a record that stays pending), was (the
+	// state a re-emit found) and its figures; for staged, trace_id.
+	Detail map[string]any
 }
 
 // Settled reports whether the record reached a state it keeps.
@@ -59,22 +93,65 @@ func (s Status) Settled() bool { return s.State != StatePending }
 
 // Queryer is what reading a status needs: *sql.DB, *sql.Tx, *sql.Conn.
 type Queryer interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-// Status returns what is known of the record id, or ErrNotFound.
+// timeline reads the entries of id, oldest first.
+func (o *Outbox) timeline(ctx context.Context, q Queryer, id uuid.UUID) ([]Entry, error) {
+	rows, err := q.QueryContext(ctx, o.q.timeline, id)
+	if err != nil {
+		return nil, fmt.Errorf("relay: timeline: %w", err)
+	}
+	defer rows.Close()
+	var out []Entry
+	for rows.Next() {
+		var e Entry
+		var detail []byte
+		if err := rows.Scan(&e.At, &e.Event, &e.Hand, &e.Code, &e.Reason, &detail); err != nil {
+			return nil, fmt.Errorf("relay: timeline: %w", err)
+		}
+		if err := json.Unmarshal(detail, &e.Detail); err != nil {
+			return nil, fmt.Errorf("relay: timeline: %w", err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("relay: timeline: %w", err)
+	}
+	return out, nil
+}
+
+// Status returns what is known of the record id, with its timeline, or
+// ErrNotFound.
 func (o *Outbox) Status(ctx context.Context, q Queryer, id uuid.UUID) (Status, error) {
 	st := Status{ID: id}
 	var processed, failed, cancelled sql.NullTime
 	var reason sql.NullString
-	err := q.QueryRowContext(ctx, o.q.status, id).Scan(&st.Module, &st.Kind, &st.CreatedAt, &st.NextAttempt,
-		&st.Attempts, &st.Hands, &st.Unsure, &st.LastError, &st.Result, &processed, &failed, &reason, &cancelled)
+	var headers []byte
+	err := q.QueryRowContext(ctx, o.q.status, id).Scan(&st.Module, &st.Lane, &st.Kind, &st.CreatedAt, &st.NextAttempt,
+		&st.Attempts, &st.Hands, &st.Unsure, &st.LastError, &st.Code, &st.Result, &processed, &failed, &reason, &cancelled,
+		&st.CorrelationID, &st.CausationID, &headers)
 	if errors.Is(err, sql.ErrNoRows) {
 		return st, ErrNotFound
 	}
 	if err != nil {
 		return st, fmt.Errorf("relay: status: %w", err)
 	}
+	var carrier propagation.MapCarrier
+	if json.Unmarshal(headers, &carrier) == nil {
+		if sc := trace.SpanContextFromContext(propagator.Extract(ctx, carrier)); sc.HasTraceID() {
+			st.TraceID = sc.TraceID().String()
+		}
+	}
+	staged := Entry{At: st.CreatedAt, Event: "staged", Detail: map[string]any{}}
+	if st.TraceID != "" {
+		staged.Detail["trace_id"] = st.TraceID
+	}
+	if st.Timeline, err = o.timeline(ctx, q, id); err != nil {
+		return st, err
+	}
+	st.Timeline = append([]Entry{staged}, st.Timeline...)
 	switch {
 	case processed.Valid:
 		st.State, st.SettledAt = StateProcessed, processed.Time

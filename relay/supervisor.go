@@ -381,7 +381,7 @@ func (s *supervisor) call(ctx context.Context, rec Record) (res Result) {
 	defer func() {
 		if p := recover(); p != nil {
 			s.log.ErrorContext(ctx, "sink panicked", "outbox_id", rec.ID, "panic", p, "stack", string(debug.Stack()))
-			res = Retry(s.cfg.Lease, fmt.Errorf("sink panicked: %v", p))
+			res = Retry(s.cfg.Lease, fmt.Errorf("sink panicked: %v", p)).WithCode(CodePanic)
 		}
 	}()
 	return s.sink.Handle(ctx, rec)
@@ -394,17 +394,17 @@ func (s *supervisor) handBatch(work context.Context, recs []Record) {
 		fmt.Errorf("%w: HandTimeout of %s passed", ErrHandTimeout, s.cfg.HandTimeout))
 	defer cancel()
 	b := &Batch{recs: recs, s: s, at: time.Now(), answers: make([]answer, len(recs))}
-	why := "the sink returned without an answer for the record"
+	code, why := CodeNoAnswer, "the sink returned without an answer for the record"
 	func() {
 		defer func() {
 			if p := recover(); p != nil {
 				s.log.ErrorContext(ctx, "sink panicked", "records", len(recs), "panic", p, "stack", string(debug.Stack()))
-				why = fmt.Sprintf("sink panicked: %v", p)
+				code, why = CodePanic, fmt.Sprintf("sink panicked: %v", p)
 			}
 		}()
 		s.batch.HandleBatch(ctx, b)
 	}()
-	b.finish(why)
+	b.finish(code, why)
 }
 
 // final is res as the relay settles it for rec: a zero Result is a retry
@@ -412,9 +412,10 @@ func (s *supervisor) handBatch(work context.Context, recs []Record) {
 func (s *supervisor) final(rec Record, res Result) Result {
 	switch {
 	case res.outcome == outcomeInvalid:
-		return Retry(s.cfg.Lease, errors.New("sink returned the zero Result"))
+		return Retry(s.cfg.Lease, errors.New("sink returned the zero Result")).WithCode(CodeNoAnswer)
 	case res.outcome == outcomeUnsure && rec.Unsure+1 >= s.cfg.MaxUnsure:
-		return Dead(fmt.Errorf("the sink could not commit its work %d times (MaxUnsure); last: %s", rec.Unsure+1, res.text))
+		return Dead(fmt.Errorf("the sink could not commit its work %d times (MaxUnsure); last: %s", rec.Unsure+1, res.text)).
+			WithCode(CodeMaxUnsure)
 	}
 	return res
 }

@@ -202,6 +202,7 @@ func TestSupervise(t *testing.T) {
 		require.Contains(t, dead[0].Reason, "handed 4 times")
 		require.Contains(t, dead[0].Reason, "MaxHands (3)")
 		require.Contains(t, dead[0].Reason, "sink panicked: boom on order.placed")
+		require.Equal(t, relay.CodeMaxHands, dead[0].Code)
 		require.Equal(t, 3, sink.handsOf(ids[7]))
 	})
 

@@ -110,7 +110,7 @@ func (b testBundle) wake(t *testing.T) uuid.UUID {
 
 // waitSettled waits, with a deadline, until id is settled, and returns its
 // status.
-func waitSettled(t *testing.T, d *notification.Client, id uuid.UUID) relay.Status {
+func waitSettled(t *testing.T, d *notification.Client, id uuid.UUID) notification.Status {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
 	defer cancel()

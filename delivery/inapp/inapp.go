@@ -31,13 +31,13 @@ var (
 
 	// ErrNoRecipient is the reason of the Reject that Deliver answers for a
 	// request without a recipient.
-	ErrNoRecipient = errors.New("inapp: the request has no recipient (a user id)")
+	ErrNoRecipient = delivery.NewError(delivery.CodeInvalidRecipient, "inapp: the request has no recipient (a user id)")
 
 	// ErrUnstorable is the reason of the Reject that Deliver answers for a
 	// request whose template or data cannot be stored: data that does not
 	// encode as JSON, text with a NUL character or invalid UTF-8. Trying
 	// again would not help.
-	ErrUnstorable = errors.New("inapp: the request's template or data cannot be stored")
+	ErrUnstorable = delivery.NewError("data.unstorable", "inapp: the request's template or data cannot be stored")
 )
 
 //go:embed migrations/*.sql
@@ -116,7 +116,7 @@ func (d *Delivery) Deliver(ctx context.Context, p delivery.Pending) delivery.Out
 		return delivery.Reject(ErrNoRecipient)
 	}
 	if p.ID == uuid.Nil {
-		return delivery.Reject(errors.New("inapp: the request has no id"))
+		return delivery.Reject(delivery.ErrNoID)
 	}
 	data := []byte("{}")
 	if len(p.Data) > 0 {

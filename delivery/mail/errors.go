@@ -3,6 +3,7 @@ package mail
 import (
 	"context"
 	"errors"
+	"github.com/tidings-go/tidings/delivery"
 	"net/textproto"
 	"strconv"
 	"strings"
@@ -18,15 +19,11 @@ import (
 var (
 	// ErrInvalidRecipient: the request's recipient is not an email
 	// address. The reason never quotes it. Deliver answers Reject.
-	ErrInvalidRecipient = errors.New("mail: recipient is not an email address")
+	ErrInvalidRecipient = delivery.NewError(delivery.CodeInvalidRecipient, "mail: recipient is not an email address")
 
 	// ErrUnknownTemplate: the request names no template, or one that is not
 	// in Config.Templates. Deliver answers Reject, naming the template.
-	ErrUnknownTemplate = errors.New("mail: unknown template")
-
-	// ErrNoID: the request has the zero id, from which no stable Message-ID
-	// can be derived. Deliver answers Reject.
-	ErrNoID = errors.New("mail: request has no id")
+	ErrUnknownTemplate = delivery.NewError(delivery.CodeUnknownTemplate, "mail: unknown template")
 
 	// ErrHeaderTooLong: a header line of the message would be longer
 	// than SMTP allows (998 characters), such as a subject with a word that

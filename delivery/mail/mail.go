@@ -91,7 +91,7 @@ func (d *Delivery) Close() error {
 // comes first.
 func (d *Delivery) Deliver(ctx context.Context, p delivery.Pending) delivery.Outcome {
 	if p.ID == ([16]byte{}) {
-		return delivery.Reject(ErrNoID)
+		return delivery.Reject(delivery.ErrNoID)
 	}
 	to, err := mail.ParseAddress(p.Recipient)
 	if err != nil {

@@ -366,8 +366,8 @@ func TestDeliverRejectsWithoutConnecting(t *testing.T) {
 				p.ID = [16]byte{}
 				return p
 			},
-			target: mail.ErrNoID,
-			reason: "mail: request has no id",
+			target: delivery.ErrNoID,
+			reason: "delivery: the request has no id",
 		},
 		{
 			name: "SubjectWordTooLong",

@@ -2,6 +2,7 @@ package push
 
 import (
 	"errors"
+	"github.com/tidings-go/tidings/delivery"
 	"strconv"
 
 	"github.com/tidings-go/tidings/delivery/internal/render"
@@ -13,16 +14,12 @@ var (
 	// ErrInvalidRecipient: the request's recipient is not an Expo push
 	// token (ExponentPushToken[...] or ExpoPushToken[...]). The reason
 	// never quotes it. Deliver answers Reject without calling Expo.
-	ErrInvalidRecipient = errors.New("push: recipient is not an Expo push token")
+	ErrInvalidRecipient = delivery.NewError(delivery.CodeInvalidRecipient, "push: recipient is not an Expo push token")
 
 	// ErrUnknownTemplate: the request names no template, or one that is
 	// not in Config.Templates. Deliver answers Reject, naming the template,
 	// without calling Expo.
-	ErrUnknownTemplate = errors.New("push: unknown template")
-
-	// ErrNoID: the request has the zero id, which is no idempotency key.
-	// Deliver answers Reject without calling Expo.
-	ErrNoID = errors.New("push: request has no id")
+	ErrUnknownTemplate = delivery.NewError(delivery.CodeUnknownTemplate, "push: unknown template")
 
 	// ErrUnreadableAnswer: Expo answered 2xx with a body that holds no
 	// ticket for the message, so whether it took the message is unknown.

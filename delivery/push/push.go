@@ -68,7 +68,7 @@ type messageData struct {
 //     become a push: p.Recipient is not an Expo push token
 //     ([ErrInvalidRecipient]), the template is unknown
 //     ([ErrUnknownTemplate]) or needs a value p.Data does not carry
-//     ([*TemplateError]), or p has no id ([ErrNoID]);
+//     ([*TemplateError]), or p has no id ([delivery.ErrNoID]);
 //   - [delivery.Reject] with an [*APIError] when the ticket says
 //     DeviceNotRegistered (the app is gone from the device: drop the
 //     token), MessageTooBig (the same push will never fit) or another
@@ -86,7 +86,7 @@ type messageData struct {
 //     another status, such as a redirect.
 func (d *Delivery) Deliver(ctx context.Context, p delivery.Pending) delivery.Outcome {
 	if p.ID == ([16]byte{}) {
-		return delivery.Reject(ErrNoID)
+		return delivery.Reject(delivery.ErrNoID)
 	}
 	if !tokenPattern.MatchString(p.Recipient) {
 		return delivery.Reject(ErrInvalidRecipient)

@@ -189,7 +189,7 @@ func TestDeliver(t *testing.T) {
 
 		outcome := b.pusher.Deliver(t.Context(), p)
 		require.Equal(t, delivery.KindReject, outcome.Kind(), "%v", outcome)
-		require.ErrorIs(t, outcome.Reason(), push.ErrNoID)
+		require.ErrorIs(t, outcome.Reason(), delivery.ErrNoID)
 		require.Empty(t, b.expo.received())
 	})
 

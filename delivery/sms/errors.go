@@ -3,6 +3,7 @@ package sms
 import (
 	"encoding/json"
 	"errors"
+	"github.com/tidings-go/tidings/delivery"
 	"strconv"
 
 	"github.com/tidings-go/tidings/delivery/internal/httpcall"
@@ -15,16 +16,12 @@ var (
 	// ErrInvalidRecipient: the request's recipient is not an E.164 phone
 	// number (+ and up to 15 digits). The reason never quotes it. Deliver
 	// answers Reject without calling Twilio.
-	ErrInvalidRecipient = errors.New("sms: recipient is not an E.164 phone number")
+	ErrInvalidRecipient = delivery.NewError(delivery.CodeInvalidRecipient, "sms: recipient is not an E.164 phone number")
 
 	// ErrUnknownTemplate: the request names no template, or one that is
 	// not in Config.Templates. Deliver answers Reject, naming the template,
 	// without calling Twilio.
-	ErrUnknownTemplate = errors.New("sms: unknown template")
-
-	// ErrNoID: the request has the zero id, which is no idempotency key.
-	// Deliver answers Reject without calling Twilio.
-	ErrNoID = errors.New("sms: request has no id")
+	ErrUnknownTemplate = delivery.NewError(delivery.CodeUnknownTemplate, "sms: unknown template")
 
 	// ErrUnreadableAnswer: Twilio answered 2xx with a body that is not a
 	// Message resource, so whether it took the message is unknown.

@@ -65,7 +65,7 @@ var sidPattern = regexp.MustCompile(`^[A-Za-z0-9]{1,64}$`)
 //     become a message: p.Recipient is not an E.164 number
 //     ([ErrInvalidRecipient]), the template is unknown
 //     ([ErrUnknownTemplate]) or needs a value p.Data does not carry
-//     ([*TemplateError]), or p has no id ([ErrNoID]);
+//     ([*TemplateError]), or p has no id ([delivery.ErrNoID]);
 //   - [delivery.Reject] with an [*APIError] when Twilio refused the message
 //     with a 4xx status, such as 400 with error 21211 (invalid number);
 //   - [delivery.Retry] with an [*APIError] when Twilio answered 401 or 403:
@@ -77,7 +77,7 @@ var sidPattern = regexp.MustCompile(`^[A-Za-z0-9]{1,64}$`)
 //     ([ErrUnreadableAnswer]) or another status, such as a redirect.
 func (d *Delivery) Deliver(ctx context.Context, p delivery.Pending) delivery.Outcome {
 	if p.ID == ([16]byte{}) {
-		return delivery.Reject(ErrNoID)
+		return delivery.Reject(delivery.ErrNoID)
 	}
 	if !e164Pattern.MatchString(p.Recipient) {
 		return delivery.Reject(ErrInvalidRecipient)

@@ -181,7 +181,7 @@ func TestDeliver(t *testing.T) {
 
 		outcome := b.sender.Deliver(t.Context(), p)
 		require.Equal(t, delivery.KindReject, outcome.Kind(), "%v", outcome)
-		require.ErrorIs(t, outcome.Reason(), sms.ErrNoID)
+		require.ErrorIs(t, outcome.Reason(), delivery.ErrNoID)
 		require.Empty(t, b.twilio.received())
 	})
 

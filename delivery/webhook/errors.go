@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"errors"
+	"github.com/tidings-go/tidings/delivery"
 
 	"github.com/tidings-go/tidings/delivery/internal/httpcall"
 )
@@ -15,15 +16,11 @@ var (
 	// call: not an absolute URL, not https (and http is not allowed), or
 	// one with user info. Deliver answers Reject without any call; the
 	// reason says which rule failed, never the URL.
-	ErrInvalidRecipient = errors.New("webhook: recipient is not an https URL")
+	ErrInvalidRecipient = delivery.NewError(delivery.CodeInvalidRecipient, "webhook: recipient is not an https URL")
 
 	// ErrGone: the endpoint answered 410 Gone, the Standard Webhooks way
 	// of saying it wants no more deliveries. Deliver answers Reject.
 	ErrGone = errors.New("webhook: endpoint is gone (410)")
-
-	// ErrNoID: the request has the zero id, which cannot serve as the
-	// webhook-id receivers deduplicate on. Deliver answers Reject.
-	ErrNoID = errors.New("webhook: request has no id")
 
 	// ErrUnencodable: the request's data does not encode as JSON (a
 	// channel, a function, a NaN). Deliver answers Reject; the reason

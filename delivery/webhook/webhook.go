@@ -66,7 +66,7 @@ type payload struct {
 //   - [delivery.Delivered] when the endpoint answered 2xx;
 //   - [delivery.Reject] without any call when the request cannot be sent:
 //     p.Recipient is not a URL this Delivery may call
-//     ([ErrInvalidRecipient]), p.ID is zero ([ErrNoID]), or p.Data does
+//     ([ErrInvalidRecipient]), p.ID is zero ([delivery.ErrNoID]), or p.Data does
 //     not encode as JSON ([ErrUnencodable]);
 //   - [delivery.Reject] with [ErrGone] when the endpoint answered 410, and
 //     with a [*StatusError] naming the status for any other
@@ -83,7 +83,7 @@ type payload struct {
 // the body, a secret or the endpoint's answer.
 func (d *Delivery) Deliver(ctx context.Context, p delivery.Pending) delivery.Outcome {
 	if p.ID == uuid.Nil {
-		return delivery.Reject(ErrNoID)
+		return delivery.Reject(delivery.ErrNoID)
 	}
 	endpoint, err := d.s.endpoint(p.Recipient)
 	if err != nil {

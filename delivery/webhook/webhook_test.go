@@ -433,7 +433,7 @@ func TestDeliver(t *testing.T) {
 		outcome := b.hook.Deliver(t.Context(), p)
 
 		require.Equal(t, delivery.KindReject, outcome.Kind(), "%v", outcome)
-		require.ErrorIs(t, outcome.Reason(), webhook.ErrNoID)
+		require.ErrorIs(t, outcome.Reason(), delivery.ErrNoID)
 		require.Empty(t, b.rcv.received())
 	})
 

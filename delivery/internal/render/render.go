@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"text/template"
+
+	"github.com/tidings-go/tidings/delivery"
 )
 
 // Template is one part (a body, a title, a subject) of a message an
@@ -121,6 +123,15 @@ type Error struct {
 
 // Error says which template needs what, as in `template "welcome" needs
 // "name", which the request does not carry`, after the Prefix.
+// Code returns the error's machine code: delivery.CodeMissingValue or
+// delivery.CodeTemplateFailed.
+func (e *Error) Code() string {
+	if e.Missing != "" {
+		return delivery.CodeMissingValue
+	}
+	return delivery.CodeTemplateFailed
+}
+
 func (e *Error) Error() string {
 	if e.Missing != "" {
 		return e.Prefix + "template " + strconv.Quote(e.Template) + " needs " + strconv.Quote(e.Missing) +

@@ -187,7 +187,7 @@ func (s *Service) notificationStatus(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Service) listDead(w http.ResponseWriter, r *http.Request) {
-	dead, err := s.notes.ListDead(r.Context(), &relay.DeadFilter{Module: Module})
+	dead, err := s.notes.ListDead(r.Context(), &notification.DeadFilter{Module: Module})
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -211,7 +211,7 @@ func (s *Service) reemit(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	n, err := s.notes.Reemit(r.Context(), &relay.DeadFilter{Module: Module, IDs: []uuid.UUID{id}})
+	n, err := s.notes.Reemit(r.Context(), &notification.DeadFilter{Module: Module, IDs: []uuid.UUID{id}})
 	if err != nil {
 		s.fail(w, r, err)
 		return
