@@ -128,7 +128,7 @@ func newQueries(schema string) queries {
 					hands = o.hands + 1,
 					available_at = now() + make_interval(secs => $3),
 					failed_at = CASE WHEN o.hands >= $4 THEN now() END,
-					code = CASE WHEN o.hands >= $4 THEN '`+CodeMaxHands+`' ELSE o.code END,
+					code = CASE WHEN o.hands >= $4 THEN '` + CodeMaxHands + `' ELSE o.code END,
 					failure_reason = CASE WHEN o.hands >= $4 THEN format(
 						'handed %s times without being settled, more than MaxHands (%s): the record keeps crashing or hanging its handler; last error: %s',
 						o.hands + 1, $4, coalesce(nullif(o.last_error, ''), 'none')) END
@@ -136,7 +136,7 @@ func newQueries(schema string) queries {
 				RETURNING o.*),
 			entries AS (
 				INSERT INTO {timeline} (record_id, event, hand, code, reason)
-				SELECT id, 'lost', hands - 1, '`+CodeLostHand+`',
+				SELECT id, 'lost', hands - 1, '` + CodeLostHand + `',
 					'the hand ended without an answer: its process stopped or its lease ran out'
 				FROM claimed WHERE hands - 1 > answered_hand
 				UNION ALL
@@ -244,9 +244,9 @@ func newQueries(schema string) queries {
 		timeline: r.Replace(`SELECT at, event, hand, code, reason, detail FROM {timeline}
 			WHERE record_id = $1 ORDER BY at`),
 		cancel: r.Replace(`WITH up AS (
-				UPDATE {t} SET cancelled_at = now(), code = '`+CodeCancelled+`'
+				UPDATE {t} SET cancelled_at = now(), code = '` + CodeCancelled + `'
 				WHERE id = $1 AND {pending}
 				RETURNING id)
-			INSERT INTO {timeline} (record_id, event, code) SELECT id, 'cancelled', '`+CodeCancelled+`' FROM up`),
+			INSERT INTO {timeline} (record_id, event, code) SELECT id, 'cancelled', '` + CodeCancelled + `' FROM up`),
 	}
 }
