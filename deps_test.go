@@ -10,6 +10,7 @@ import (
 	"go/token"
 	"io"
 	"io/fs"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -25,32 +26,51 @@ import (
 
 const modulePath = "github.com/tidings-go/tidings"
 
-// importRules are the one-way dependencies of DESIGN.md, "Packages": which
-// packages of the module each package may import. Paths are relative to
-// the module root ("" is the package tidings); "x/..." is x and every
-// package below it; "..." is anything. The first rule whose pkg matches
-// applies. Rules for packages that do not exist yet hold when they appear;
-// a package no rule matches fails the test until it gets one.
-var importRules = []struct {
-	pkg string
+// importRule is a row of README.md's dependency table (section
+// "Packages"): what of the module the packages pkg matches may import.
+// Paths are relative to the module root ("" is the package tidings);
+// "x/..." is x and every package below it; "..." is anything. The first
+// rule that matches a package applies; a package no rule matches fails
+// the test until the table gets a row for it.
+type importRule struct {
+	pkg []string
 	may []string
-}{
-	{pkg: "", may: []string{"relay", "inbox", "internal/..."}},
-	{pkg: "inbox", may: []string{"internal/..."}},
-	{pkg: "retrypolicy", may: []string{"internal/..."}},
-	{pkg: "delivery", may: []string{"internal/..."}},
-	// The modules, their shared internals and their test kit: never
-	// notification, never relay, never each other.
-	{pkg: "delivery/...", may: []string{"delivery", "delivery/internal/...", "internal/..."}},
-	{pkg: "relay", may: []string{"internal/..."}},
-	{pkg: "recording", may: []string{"delivery"}},
-	{pkg: "notification", may: []string{"relay", "inbox", "delivery", "retrypolicy", "internal/..."}},
-	// Provider reports: verifying and parsing only, a leaf.
-	{pkg: "notification/feedback", may: nil},
-	{pkg: "internal/...", may: []string{"internal/..."}}, // below everything else
-	{pkg: "faults", may: []string{"..."}},                // the fault suite: tests only
-	{pkg: "examples/...", may: []string{"..."}},
-	{pkg: "cmd/...", may: []string{"..."}},
+}
+
+// readImportRules reads the dependency table of README.md.
+func readImportRules(t *testing.T) []importRule {
+	t.Helper()
+	readme, err := os.ReadFile("README.md")
+	require.NoError(t, err)
+	_, table, ok := strings.Cut(string(readme), "\n| package | may import |\n| --- | --- |\n")
+	require.True(t, ok, "README.md has the dependency table")
+	quoted := regexp.MustCompile("`([^`]+)`")
+	paths := func(cell string) []string {
+		var ps []string
+		for _, m := range quoted.FindAllStringSubmatch(cell, -1) {
+			ps = append(ps, strings.TrimPrefix(strings.TrimPrefix(m[1], "tidings"), "/"))
+		}
+		return ps
+	}
+	var rules []importRule
+	for line := range strings.Lines(table) {
+		cells := strings.Split(strings.TrimSpace(line), "|")
+		if len(cells) != 4 {
+			break
+		}
+		r := importRule{pkg: paths(cells[1]), may: paths(cells[2])}
+		switch strings.TrimSpace(cells[2]) {
+		case "anything":
+			r.may = []string{"..."}
+		case "nothing":
+		default:
+			require.NotEmpty(t, r.may, "README.md, dependency table: %q", line)
+		}
+		require.NotEmpty(t, r.pkg, "README.md, dependency table: %q", line)
+		rules = append(rules, r)
+	}
+	require.NotEmpty(t, rules)
+	return rules
 }
 
 func matchPkg(pattern, rel string) bool {
@@ -66,9 +86,9 @@ func matchPkg(pattern, rel string) bool {
 // mayImport reports whether package from may import package to (both
 // relative to the module root), and false with an error when no rule
 // covers from.
-func mayImport(from, to string) (bool, error) {
-	for _, r := range importRules {
-		if !matchPkg(r.pkg, from) {
+func mayImport(rules []importRule, from, to string) (bool, error) {
+	for _, r := range rules {
+		if !slices.ContainsFunc(r.pkg, func(p string) bool { return matchPkg(p, from) }) {
 			continue
 		}
 		for _, m := range r.may {
@@ -78,7 +98,7 @@ func mayImport(from, to string) (bool, error) {
 		}
 		return false, nil
 	}
-	return false, errors.New("no rule in importRules")
+	return false, errors.New("no row of README.md's dependency table matches it")
 }
 
 func relPath(importPath string) (string, bool) {
@@ -144,6 +164,7 @@ func listDeps(t *testing.T, args ...string) []listedPackage {
 
 func TestImportRules(t *testing.T) {
 	t.Parallel()
+	rules := readImportRules(t)
 
 	t.Run("ModulePackages", func(t *testing.T) {
 		t.Parallel()
@@ -153,8 +174,8 @@ func TestImportRules(t *testing.T) {
 			from, ok := relPath(p.ImportPath)
 			require.True(t, ok, p.ImportPath)
 			seen[from] = true
-			if _, err := mayImport(from, ""); err != nil {
-				wrong = append(wrong, displayPath(from)+": "+err.Error()+"; add one, after DESIGN.md")
+			if _, err := mayImport(rules, from, ""); err != nil {
+				wrong = append(wrong, displayPath(from)+": "+err.Error())
 				continue
 			}
 			for _, imp := range p.Imports {
@@ -162,7 +183,7 @@ func TestImportRules(t *testing.T) {
 				if !ok {
 					continue
 				}
-				if allowed, _ := mayImport(from, to); !allowed {
+				if allowed, _ := mayImport(rules, from, to); !allowed {
 					wrong = append(wrong, displayPath(from)+" imports "+displayPath(to))
 				}
 			}
@@ -170,7 +191,7 @@ func TestImportRules(t *testing.T) {
 		for _, pkg := range []string{"", "relay", "inbox", "delivery", "internal/pgtest"} {
 			require.True(t, seen[pkg], "go list did not report %s", displayPath(pkg))
 		}
-		require.Empty(t, wrong, "imports that point the wrong way (see DESIGN.md, Packages)")
+		require.Empty(t, wrong, "imports that point the wrong way (see README.md, Packages)")
 	})
 
 	// The rules themselves, including for packages that do not exist yet.
@@ -189,6 +210,13 @@ func TestImportRules(t *testing.T) {
 			{"relay", "notification", false},
 			{"relay", "delivery", false},
 			{"relay", "", false},
+			{"relay", "dbtx", true},
+			{"dbtx", "internal/ident", false},
+			{"relay/relaytest", "relay", true},
+			{"relay/relaytest", "notification", false},
+			{"notification/notificationtest", "", true},
+			{"delivery/inapp", "dbtx", true},
+			{"delivery", "dbtx", false},
 			{"inbox", "internal/ident", true},
 			{"inbox", "relay", false},
 			{"retrypolicy", "delivery", false},
@@ -231,11 +259,11 @@ func TestImportRules(t *testing.T) {
 			{"examples", "relay", true},
 			{"cmd/tidings", "relay", true},
 		} {
-			allowed, err := mayImport(tc.from, tc.to)
+			allowed, err := mayImport(rules, tc.from, tc.to)
 			require.NoError(t, err, "%s", displayPath(tc.from))
 			require.Equal(t, tc.ok, allowed, "%s imports %s", displayPath(tc.from), displayPath(tc.to))
 		}
-		_, err := mayImport("newpkg", "relay")
+		_, err := mayImport(rules, "newpkg", "relay")
 		require.Error(t, err, "a package without a rule")
 	})
 }

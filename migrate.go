@@ -7,12 +7,13 @@ import (
 	"io/fs"
 
 	"github.com/tidings-go/tidings/inbox"
+	"github.com/tidings-go/tidings/internal/ident"
 	"github.com/tidings-go/tidings/internal/migrate"
 	"github.com/tidings-go/tidings/relay"
 )
 
 // SchemaDefault is the schema of the library's tables when none is named.
-const SchemaDefault = relay.SchemaDefault
+const SchemaDefault = ident.SchemaDefault
 
 // Migrate creates or updates every table of the library (the outbox and
 // the inbox) in schema, "" meaning SchemaDefault, in one transaction. It

@@ -23,8 +23,9 @@ import (
 	"github.com/tidings-go/tidings/relay"
 )
 
-// schemaCounter numbers the schemas of this file. Their prefix t_mig_
-// differs from pgtest.Schema's t_tidings_, so the two never collide.
+// schemaCounter numbers the schemas the root tests name themselves
+// (t_mig_, t_lp_). Their prefixes differ from pgtest.Schema's t_tidings_,
+// so they never collide.
 var schemaCounter atomic.Int64
 
 // newSchema returns the name of a schema that does not exist yet, unique to

@@ -30,6 +30,7 @@ import (
 	"github.com/tidings-go/tidings/notification"
 	"github.com/tidings-go/tidings/recording"
 	"github.com/tidings-go/tidings/relay"
+	"github.com/tidings-go/tidings/relay/relaytest"
 )
 
 // everyComponent is every component that embeds migrations, with the
@@ -257,13 +258,7 @@ func requireDelivers(t *testing.T, schema string) {
 		Deliveries: map[string]delivery.Delivery{"mail": mail},
 	})
 	require.NoError(t, err)
-	runCtx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- relay.Supervise(runCtx, db, &relay.Config{Module: module, Schema: schema}, d) }()
-	t.Cleanup(func() {
-		stop()
-		require.NoError(t, <-done)
-	})
+	relaytest.Supervise(t, db, relay.Config{Module: module, Schema: schema}, d)
 
 	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()

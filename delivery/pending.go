@@ -45,7 +45,10 @@ type Pending struct {
 	CausationID string
 
 	// Attempt counts delivery attempts: 1 on the first attempt, 2 on the
-	// first retry, and so on.
+	// first retry, and so on. It counts within one life of the request: a
+	// dead request that an operator re-emits starts again at 1, with the
+	// retry policy's full budget, while its ID (the idempotency key) stays
+	// the same. The request's timeline keeps the attempts of every life.
 	Attempt int
 
 	// StagedAt is when the request was staged, by the database clock.

@@ -19,9 +19,9 @@ import (
 	"github.com/tidings-go/tidings/internal/ledger"
 	"github.com/tidings-go/tidings/internal/pgtemp"
 	"github.com/tidings-go/tidings/internal/pgtest"
-	"github.com/tidings-go/tidings/internal/testwait"
 	"github.com/tidings-go/tidings/notification"
 	"github.com/tidings-go/tidings/relay"
+	"github.com/tidings-go/tidings/relay/relaytest"
 	"github.com/tidings-go/tidings/retrypolicy"
 )
 
@@ -175,9 +175,9 @@ func setupCluster(t *testing.T) testBundle {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = admin.Close() })
 	app := pgtest.AppURL(t, owner)
-	require.NoError(t, tidings.Migrate(t.Context(), admin, relay.SchemaDefault))
-	pgtest.Grant(t, admin, relay.SchemaDefault)
-	return newBundle(t, cluster, app, admin, relay.SchemaDefault)
+	require.NoError(t, tidings.Migrate(t.Context(), admin, tidings.SchemaDefault))
+	pgtest.Grant(t, admin, tidings.SchemaDefault)
+	return newBundle(t, cluster, app, admin, tidings.SchemaDefault)
 }
 
 func newBundle(t *testing.T, cluster *pgtemp.Cluster, base string, admin *sql.DB, schema string) testBundle {
@@ -218,18 +218,7 @@ func (b testBundle) runRelay(t *testing.T, cfg relay.Config) (stop func()) {
 	d, err := notification.NewDispatcher(&dcfg)
 	require.NoError(t, err)
 
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- relay.Supervise(ctx, db, &cfg, stamped{d}) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			require.NoError(t, testwait.Recv(t, done, "the relay to stop"))
-		})
-	}
-	t.Cleanup(stop)
-	return stop
+	return relaytest.Supervise(t, db, cfg, stamped{d})
 }
 
 // stage commits n notification requests in one statement and returns

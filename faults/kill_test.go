@@ -3,17 +3,14 @@ package faults_test
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
-	"os/signal"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tidings-go/tidings/internal/child"
 	"github.com/tidings-go/tidings/internal/ledger"
 	"github.com/tidings-go/tidings/notification"
 	"github.com/tidings-go/tidings/relay"
@@ -35,20 +32,12 @@ const childConcurrency = 32
 // provider, when the variables say so, and reports whether it did. It runs
 // until SIGTERM (and exits 0) or SIGKILL.
 func runChild() bool {
-	dsn := os.Getenv(envChildDSN)
-	if dsn == "" {
-		return false
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-	defer stop()
-	if err := child(ctx, dsn, os.Getenv(envChildSchema), os.Getenv(envChildProvider)); err != nil {
-		fmt.Fprintln(os.Stderr, "faults child:", err)
-		os.Exit(2)
-	}
-	return true
+	return child.Run(envChildDSN, func(ctx context.Context, dsn string) error {
+		return runRelayChild(ctx, dsn, os.Getenv(envChildSchema), os.Getenv(envChildProvider))
+	})
 }
 
-func child(ctx context.Context, dsn, schema, providerURL string) error {
+func runRelayChild(ctx context.Context, dsn, schema, providerURL string) error {
 	db, err := sql.Open("postgres", dsn)
 	if err != nil {
 		return err
@@ -72,51 +61,10 @@ func child(ctx context.Context, dsn, schema, providerURL string) error {
 	return relay.Supervise(ctx, db, &cfg, stamped{d})
 }
 
-// childProcess is one run of the child relay.
-type childProcess struct {
-	cmd  *exec.Cmd
-	done chan struct{} // closed when it has exited
-	err  error         // what Wait returned; read after done
-}
-
-func (b testBundle) startChild(t *testing.T) *childProcess {
+func (b testBundle) startChild(t *testing.T) *child.Process {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envChildDSN+"="+b.dsn(t, appRelay), envChildSchema+"="+b.schema,
-		envChildProvider+"="+b.provider.URL())
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	require.NoError(t, cmd.Start())
-	c := &childProcess{cmd: cmd, done: make(chan struct{})}
-	go func() {
-		c.err = cmd.Wait()
-		close(c.done)
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-c.done
-	})
-	return c
-}
-
-// kill sends SIGKILL and waits until the process is gone.
-func (c *childProcess) kill() error {
-	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		return err
-	}
-	<-c.done
-	return nil
-}
-
-// stop asks the child to shut down and requires a clean exit.
-func (c *childProcess) stop(t *testing.T) {
-	t.Helper()
-	require.NoError(t, c.cmd.Process.Signal(syscall.SIGTERM))
-	select {
-	case <-c.done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the child relay did not stop within 30 s of SIGTERM")
-	}
-	require.NoError(t, c.err, "the child relay's exit")
+	return child.Test(t, map[string]string{envChildDSN: b.dsn(t, appRelay), envChildSchema: b.schema,
+		envChildProvider: b.provider.URL()}, false)
 }
 
 // Item 1 of the issue: the relay process is killed five times while 10,000
@@ -141,7 +89,7 @@ func TestSIGKILLFiveTimes(t *testing.T) {
 	c := b.startChild(t)
 	for k, n := range at {
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-		died := c.done
+		died := c.Done()
 		go func() {
 			select {
 			case <-died: // the child died by itself: stop waiting
@@ -152,19 +100,19 @@ func TestSIGKILLFiveTimes(t *testing.T) {
 		got, err := b.provider.WaitDistinct(ctx, n)
 		cancel()
 		select {
-		case <-c.done:
-			t.Fatalf("the child relay exited by itself: %v", c.err)
+		case <-c.Done():
+			t.Fatalf("the child relay exited by itself: %v", c.Err())
 		default:
 		}
 		require.NoError(t, err, "kill %d: the provider saw %d of the %d events to wait for", k+1, got, n)
-		require.NoError(t, b.faults.Inject("sigkill", c.kill))
+		require.NoError(t, b.faults.Inject("sigkill", c.Kill))
 		receipts, distinct := b.provider.Counts()
 		t.Logf("kill %d after %s: the provider has %d receipts of %d events", k+1, time.Since(start).Round(time.Millisecond), receipts, distinct)
 		c = b.startChild(t)
 	}
 	b.waitProcessed(t, 2*time.Minute)
 	t.Logf("all %d events processed %s after the first start", events, time.Since(start).Round(time.Millisecond))
-	c.stop(t)
+	require.NoError(t, c.Stop(30*time.Second), "the child relay stops cleanly on SIGTERM")
 	r := b.checkLedger(t)
 	require.Equal(t, events, r.Staged)
 	t.Logf("duplicates: %d ids received more than once, all inside a kill's window", r.Duplicated)

@@ -13,13 +13,11 @@ import (
 	"github.com/google/uuid"
 	"github.com/lib/pq"
 
+	"github.com/tidings-go/tidings/dbtx"
 	"github.com/tidings-go/tidings/internal/ident"
 	"github.com/tidings-go/tidings/internal/migrate"
 	"github.com/tidings-go/tidings/internal/purge"
 )
-
-// SchemaDefault is the schema of the inbox table when none is named.
-const SchemaDefault = "tidings"
 
 // PurgeBatchDefault is how many claims one purge statement deletes.
 const PurgeBatchDefault = 1000
@@ -27,12 +25,6 @@ const PurgeBatchDefault = 1000
 // ErrInvalid marks a claim or purge whose arguments are wrong; the error
 // names the argument.
 var ErrInvalid = errors.New("inbox: invalid argument")
-
-// Execer is what Once needs of the caller's transaction: *sql.Tx, *sqlx.Tx
-// and *sql.Conn all have it.
-type Execer interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-}
 
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
@@ -42,9 +34,9 @@ var migrationFiles embed.FS
 func Migrations() fs.FS { return migrate.Dir(migrationFiles) }
 
 // Migrate creates or updates the inbox table in schema ("" means
-// SchemaDefault). It is safe to run from many processes at once.
+// "tidings"). It is safe to run from many processes at once.
 func Migrate(ctx context.Context, db *sql.DB, schema string) error {
-	return migrate.Apply(ctx, db, cmp.Or(schema, SchemaDefault), migrate.Set{Component: "inbox", FS: Migrations()})
+	return migrate.Apply(ctx, db, cmp.Or(schema, ident.SchemaDefault), migrate.Set{Component: "inbox", FS: Migrations()})
 }
 
 // Inbox is the inbox table of one schema. It is safe for concurrent use.
@@ -53,11 +45,11 @@ type Inbox struct {
 	purge                    string
 }
 
-// New returns the inbox of schema ("" means SchemaDefault). The name must
+// New returns the inbox of schema ("" means "tidings"). The name must
 // be a lower-case identifier of at most 63 bytes.
 func New(schema string) (*Inbox, error) {
 	if schema == "" {
-		schema = SchemaDefault
+		schema = ident.SchemaDefault
 	}
 	if err := ident.CheckSchema("schema", schema); err != nil {
 		return nil, fmt.Errorf("inbox: %w", err)
@@ -81,11 +73,11 @@ func New(schema string) (*Inbox, error) {
 	}, nil
 }
 
-var defaultInbox, _ = New(SchemaDefault)
+var defaultInbox, _ = New("")
 
 // Once claims (consumer, eventID) in the default schema's inbox; see
 // [Inbox.Once].
-func Once(ctx context.Context, tx Execer, consumer string, eventID uuid.UUID) (bool, error) {
+func Once(ctx context.Context, tx dbtx.Execer, consumer string, eventID uuid.UUID) (bool, error) {
 	return defaultInbox.Once(ctx, tx, consumer, eventID)
 }
 
@@ -95,7 +87,7 @@ func Once(ctx context.Context, tx Execer, consumer string, eventID uuid.UUID) (b
 // same claim, Once waits for it to end. consumer must be a lower-case
 // identifier (see the package relay's naming rules), so it is safe in
 // metrics and logs.
-func (ib *Inbox) Once(ctx context.Context, tx Execer, consumer string, eventID uuid.UUID) (bool, error) {
+func (ib *Inbox) Once(ctx context.Context, tx dbtx.Execer, consumer string, eventID uuid.UUID) (bool, error) {
 	if err := ident.Check("consumer", consumer); err != nil {
 		return false, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
@@ -113,16 +105,11 @@ func (ib *Inbox) Once(ctx context.Context, tx Execer, consumer string, eventID u
 	return n == 1, nil
 }
 
-// Queryer is what OnceBatch needs of the caller's transaction.
-type Queryer interface {
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-}
-
 // OnceBatch claims every id of eventIDs for consumer inside tx, in one
 // statement, and returns the ids claimed for the first time; the others
 // were claimed by a committed transaction. Like Once, it waits for open
 // transactions that hold any of the same claims.
-func (ib *Inbox) OnceBatch(ctx context.Context, tx Queryer, consumer string, eventIDs []uuid.UUID) (map[uuid.UUID]bool, error) {
+func (ib *Inbox) OnceBatch(ctx context.Context, tx dbtx.Queryer, consumer string, eventIDs []uuid.UUID) (map[uuid.UUID]bool, error) {
 	if err := ident.Check("consumer", consumer); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
@@ -147,7 +134,7 @@ func (ib *Inbox) OnceBatch(ctx context.Context, tx Queryer, consumer string, eve
 
 // Release removes consumer's claims of eventIDs inside tx, the transaction
 // that took them: the effects they guarded did not happen after all.
-func (ib *Inbox) Release(ctx context.Context, tx Execer, consumer string, eventIDs []uuid.UUID) error {
+func (ib *Inbox) Release(ctx context.Context, tx dbtx.Execer, consumer string, eventIDs []uuid.UUID) error {
 	if _, err := tx.ExecContext(ctx, ib.release, consumer, pq.Array(uuidStrings(eventIDs))); err != nil {
 		return fmt.Errorf("inbox: release: %w", err)
 	}

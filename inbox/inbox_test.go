@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tidings-go/tidings"
 	"github.com/tidings-go/tidings/inbox"
 	"github.com/tidings-go/tidings/internal/pgtest"
 )
@@ -425,8 +426,8 @@ func TestNew(t *testing.T) {
 		t.Cleanup(func() { _ = tx.Rollback() })
 
 		for _, stmt := range []string{
-			`CREATE SCHEMA IF NOT EXISTS ` + inbox.SchemaDefault,
-			`SET LOCAL search_path TO ` + inbox.SchemaDefault,
+			`CREATE SCHEMA IF NOT EXISTS ` + tidings.SchemaDefault,
+			`SET LOCAL search_path TO ` + tidings.SchemaDefault,
 		} {
 			_, err := tx.ExecContext(ctx, stmt)
 			require.NoError(t, err)

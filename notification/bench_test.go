@@ -23,6 +23,7 @@ import (
 	"github.com/tidings-go/tidings/notification"
 	"github.com/tidings-go/tidings/recording"
 	"github.com/tidings-go/tidings/relay"
+	"github.com/tidings-go/tidings/relay/relaytest"
 )
 
 // drainRequests is how many requests the drain benchmark delivers: as many
@@ -139,29 +140,6 @@ func (d benchDrain) verify(b *testing.B, mail *recording.Delivery) {
 	require.Equal(b, len(d.ids), d.count(b, `%s.outbox WHERE processed_at IS NOT NULL`), "processed requests")
 }
 
-// benchSupervise starts a relay and returns a function that stops it and
-// waits for it to return; the benchmark's end stops it too.
-func benchSupervise(b *testing.B, db *sql.DB, cfg relay.Config, sink relay.Sink) (stop func()) {
-	b.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- relay.Supervise(ctx, db, &cfg, sink) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				require.NoError(b, err)
-			case <-time.After(30 * time.Second):
-				b.Error("Supervise did not return within 30 s of its context ending")
-			}
-		})
-	}
-	b.Cleanup(stop)
-	return stop
-}
-
 // BenchmarkDispatcherDrain delivers 10,000 requests staged in advance
 // through the full dispatcher path: a relay with the default BatchSize and
 // Concurrency and a LISTEN session, and for each request a transaction with
@@ -187,7 +165,7 @@ func BenchmarkDispatcherDrain(b *testing.B) {
 		cfg := relay.Config{Module: module, Schema: d.schema, ListenDSN: dsn}
 
 		b.StartTimer()
-		stop := benchSupervise(b, db, cfg, disp)
+		stop := relaytest.Supervise(b, db, cfg, disp)
 		d.waitDrained(b)
 		b.StopTimer()
 

@@ -1,15 +1,10 @@
 package notification_test
 
 import (
-	"bufio"
 	"context"
 	"database/sql"
 	"fmt"
 	"os"
-	"os/exec"
-	"os/signal"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -17,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tidings-go/tidings/delivery"
+	"github.com/tidings-go/tidings/internal/child"
+	"github.com/tidings-go/tidings/internal/testwait"
 	"github.com/tidings-go/tidings/notification"
 	"github.com/tidings-go/tidings/relay"
 )
@@ -37,34 +34,24 @@ const (
 // message ("accepted <id>" on stdout) and then never returns: the process
 // is killed before the claim commits.
 func runChild() bool {
-	dsn := os.Getenv(envChildDSN)
-	if dsn == "" {
-		return false
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-	defer stop()
-	db, err := sql.Open("postgres", dsn)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	schema := os.Getenv(envChildSchema)
-	accepting := delivery.Func(func(ctx context.Context, p delivery.Pending) delivery.Outcome {
-		fmt.Printf("accepted %s\n", p.ID)
-		<-ctx.Done()
-		return delivery.Retry(ctx.Err())
-	})
-	d, err := notification.NewDispatcher(&notification.Config{Consumer: consumer,
-		Deliveries: map[string]delivery.Delivery{"mail": accepting}})
-	if err == nil {
-		err = relay.Supervise(ctx, db, &relay.Config{Module: module, Schema: schema, ListenDSN: dsn,
+	return child.Run(envChildDSN, func(ctx context.Context, dsn string) error {
+		db, err := sql.Open("postgres", dsn)
+		if err != nil {
+			return err
+		}
+		accepting := delivery.Func(func(ctx context.Context, p delivery.Pending) delivery.Outcome {
+			fmt.Printf("accepted %s\n", p.ID)
+			<-ctx.Done()
+			return delivery.Retry(ctx.Err())
+		})
+		d, err := notification.NewDispatcher(&notification.Config{Consumer: consumer,
+			Deliveries: map[string]delivery.Delivery{"mail": accepting}})
+		if err != nil {
+			return err
+		}
+		return relay.Supervise(ctx, db, &relay.Config{Module: module, Schema: os.Getenv(envChildSchema), ListenDSN: dsn,
 			HandTimeout: childLease - time.Second, Lease: childLease}, d)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	return true
+	})
 }
 
 func TestCrashAfterTheProviderAcceptedDeliversAgainWithTheSameID(t *testing.T) {
@@ -72,25 +59,12 @@ func TestCrashAfterTheProviderAcceptedDeliversAgainWithTheSameID(t *testing.T) {
 	b := setup(t)
 	id := b.stage(t, mailTo("a@example.com"))[0]
 
-	child := exec.Command(os.Args[0], "-test.run=^$")
-	child.Env = append(os.Environ(), envChildDSN+"="+b.relayConfig(t).ListenDSN, envChildSchema+"="+b.schema)
-	out, err := child.StdoutPipe()
-	require.NoError(t, err)
-	child.Stderr = os.Stderr
-	require.NoError(t, child.Start())
-	t.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
-
-	lines := bufio.NewScanner(out)
-	var accepted uuid.UUID
-	for lines.Scan() {
-		if s, ok := strings.CutPrefix(lines.Text(), "accepted "); ok {
-			accepted = uuid.MustParse(s)
-			break
-		}
-	}
+	c := child.Test(t, map[string]string{envChildDSN: b.relayConfig(t).ListenDSN, envChildSchema: b.schema}, true)
+	line, err := c.Next("accepted ", testwait.Within)
+	require.NoError(t, err, "the child hands the request to its provider")
+	accepted := uuid.MustParse(line)
 	require.Equal(t, id, accepted)
-	require.NoError(t, child.Process.Signal(syscall.SIGKILL))
-	_ = child.Wait()
+	require.NoError(t, c.Kill())
 	require.Equal(t, 0, b.claims(t, id), "the claim died with its transaction")
 
 	// Another relay takes the request once the dead relay's lease has run

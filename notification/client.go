@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/tidings-go/tidings/dbtx"
 	"github.com/tidings-go/tidings/inbox"
 	"github.com/tidings-go/tidings/internal/ident"
 	"github.com/tidings-go/tidings/internal/validate"
@@ -19,8 +20,8 @@ import (
 // ClientConfig configures a Client. The zero value of each field means its
 // default.
 type ClientConfig struct {
-	// Schema holds the outbox and inbox tables. Default relay.SchemaDefault
-	// ("tidings").
+	// Schema holds the outbox and inbox tables. Default "tidings"
+	// (tidings.SchemaDefault).
 	Schema string
 
 	// Consumer is the dispatcher's Config.Consumer, under whose inbox claim
@@ -78,7 +79,7 @@ var defaultClient, _ = NewClient(nil, nil)
 // trace context and baggage of ctx and its correlation id
 // (relay.WithCorrelationID). An invalid request is an ErrInvalidRequest
 // naming the field, and nothing is staged.
-func (c *Client) Stage(ctx context.Context, tx relay.Execer, module string, req Request) (uuid.UUID, error) {
+func (c *Client) Stage(ctx context.Context, tx dbtx.Execer, module string, req Request) (uuid.UUID, error) {
 	if err := validate.NotNil("tx", tx); err != nil {
 		return uuid.Nil, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 	}
@@ -93,7 +94,7 @@ func (c *Client) Stage(ctx context.Context, tx relay.Execer, module string, req 
 // business event into one request per recipient and channel. If any
 // request is invalid the error names its index and field, and nothing is
 // staged.
-func (c *Client) StageBatch(ctx context.Context, tx relay.Execer, module string, reqs []Request) ([]uuid.UUID, error) {
+func (c *Client) StageBatch(ctx context.Context, tx dbtx.Execer, module string, reqs []Request) ([]uuid.UUID, error) {
 	if err := validate.NotNil("tx", tx); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 	}
@@ -266,4 +267,13 @@ func (c *Client) Reemit(ctx context.Context, f *DeadFilter) (int64, error) {
 // its Retention; Purge is for an operator's one-off.
 func (c *Client) Purge(ctx context.Context, olderThan time.Duration) (int64, error) {
 	return c.ob.Purge(ctx, c.db, olderThan)
+}
+
+// Stats counts the pending and dead requests of module ("" for every
+// module) per channel (the relay's lane), how long the oldest due one has
+// waited, and the dead ones per reason code: what an overview page, a
+// gauge or "what is stuck?" needs, in one statement that reads only the
+// pending and dead requests.
+func (c *Client) Stats(ctx context.Context, module string) (relay.Stats, error) {
+	return c.ob.Stats(ctx, c.db, module)
 }

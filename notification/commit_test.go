@@ -1,7 +1,6 @@
 package notification_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"strconv"
@@ -257,22 +256,4 @@ func handBatch(t *testing.T, d *notification.Dispatcher, recs []relay.Record) []
 		results[i] = batch.Result(i)
 	}
 	return results
-}
-
-// lockedBuffer is a log destination safe for concurrent writers.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tidings-go/tidings/dbtx"
 	"github.com/tidings-go/tidings/delivery"
 	"github.com/tidings-go/tidings/internal/testwait"
 	"github.com/tidings-go/tidings/notification"
@@ -307,7 +308,7 @@ func TestStageValidates(t *testing.T) {
 
 	t.Run("NoTransaction", func(t *testing.T) {
 		t.Parallel()
-		for _, tx := range []relay.Execer{nil, (*sql.Tx)(nil), (*sql.DB)(nil)} {
+		for _, tx := range []dbtx.Execer{nil, (*sql.Tx)(nil), (*sql.DB)(nil)} {
 			_, err := notification.Stage(t.Context(), tx, module, ok)
 			require.ErrorIs(t, err, notification.ErrInvalidRequest)
 			require.ErrorContains(t, err, "tx is")

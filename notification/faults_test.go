@@ -28,6 +28,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tidings-go/tidings/delivery"
+	"github.com/tidings-go/tidings/internal/logbuf"
 	"github.com/tidings-go/tidings/internal/pgtest"
 	"github.com/tidings-go/tidings/internal/tcpproxy"
 	"github.com/tidings-go/tidings/internal/testwait"
@@ -170,7 +171,7 @@ func TestFaultProviderSlowerThanTheLease(t *testing.T) {
 			<-release[n] // ignores ctx
 			return delivery.Delivered()
 		})}
-		var logs lockedBuffer
+		var logs logbuf.Buffer
 		rcfg := b.relayConfig(t)
 		rcfg.HandTimeout = 300 * time.Millisecond
 		rcfg.Lease = 2 * time.Second
@@ -235,7 +236,7 @@ func TestFaultIdleTransactionTimeoutMidDeliveryIsOfferedAgain(t *testing.T) {
 		}
 		return delivery.Delivered()
 	})}
-	var logs lockedBuffer
+	var logs logbuf.Buffer
 	rcfg := b.relayConfig(t)
 	rcfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	supervise(t, pool, rcfg, b.dispatcher(t, cfg))

@@ -16,6 +16,7 @@ import (
 	"github.com/tidings-go/tidings/notification"
 	"github.com/tidings-go/tidings/recording"
 	"github.com/tidings-go/tidings/relay"
+	"github.com/tidings-go/tidings/relay/relaytest"
 	"github.com/tidings-go/tidings/retrypolicy"
 )
 
@@ -96,22 +97,10 @@ func (b testBundle) runWith(t *testing.T, cfg relay.Config, sink relay.Sink) {
 	supervise(t, b.db, cfg, sink)
 }
 
-// supervise runs a relay on db until the test ends and checks that it
-// returned nil.
+// supervise runs a relay on db until the test ends.
 func supervise(t *testing.T, db *sql.DB, cfg relay.Config, sink relay.Sink) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- relay.Supervise(ctx, db, &cfg, sink) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			require.NoError(t, err)
-		case <-time.After(30 * time.Second):
-			t.Error("Supervise did not return within 30 s of its context ending")
-		}
-	})
+	relaytest.Supervise(t, db, cfg, sink)
 }
 
 // stage commits reqs in one transaction and returns their ids.

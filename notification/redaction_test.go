@@ -1,7 +1,6 @@
 package notification_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -27,6 +26,7 @@ import (
 	"github.com/tidings-go/tidings/delivery"
 	"github.com/tidings-go/tidings/delivery/sms"
 	"github.com/tidings-go/tidings/delivery/webhook"
+	"github.com/tidings-go/tidings/internal/logbuf"
 	"github.com/tidings-go/tidings/notification"
 	"github.com/tidings-go/tidings/relay"
 	"github.com/tidings-go/tidings/retrypolicy"
@@ -60,25 +60,6 @@ func requireNoRedactMarker(t *testing.T, where, text string) {
 	for _, m := range redactMarkers {
 		require.NotContains(t, text, m, "%s leaks %s", where, m)
 	}
-}
-
-// redactLog is a log sink safe for the relay's and the dispatcher's
-// goroutines.
-type redactLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *redactLog) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *redactLog) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // redactProviderLog records what the fake providers received, to show that the
@@ -216,7 +197,7 @@ func TestRedaction(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 
-	var logs redactLog
+	var logs logbuf.Buffer
 	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	spans := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/tidings-go/tidings/dbtx"
 	"github.com/tidings-go/tidings/internal/ident"
 	"github.com/tidings-go/tidings/internal/validate"
 	"github.com/tidings-go/tidings/relay"
@@ -124,13 +125,13 @@ func (req Request) encode() (body []byte, err error) {
 
 // Stage stages req for module's relay inside tx, in the default schema;
 // see [Client.Stage].
-func Stage(ctx context.Context, tx relay.Execer, module string, req Request) (uuid.UUID, error) {
+func Stage(ctx context.Context, tx dbtx.Execer, module string, req Request) (uuid.UUID, error) {
 	return defaultClient.Stage(ctx, tx, module, req)
 }
 
 // StageBatch stages reqs for module's relay in one statement inside tx, in
 // the default schema; see [Client.StageBatch].
-func StageBatch(ctx context.Context, tx relay.Execer, module string, reqs []Request) ([]uuid.UUID, error) {
+func StageBatch(ctx context.Context, tx dbtx.Execer, module string, reqs []Request) ([]uuid.UUID, error) {
 	return defaultClient.StageBatch(ctx, tx, module, reqs)
 }
 

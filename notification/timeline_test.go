@@ -73,6 +73,12 @@ func TestTimeline(t *testing.T) {
 		require.Equal(t, notification.CodeDelivered, tl[4].Code)
 		require.Equal(t, "msg-7", tl[4].Reason, "the provider's reference")
 		require.Equal(t, 1, tl[4].Hand, "the first hand of its second life")
+		var attempts []int
+		for _, p := range b.mail.Requests() {
+			require.Equal(t, id, p.ID, "one idempotency key across both lives")
+			attempts = append(attempts, p.Attempt)
+		}
+		require.Equal(t, []int{1, 2, 1}, attempts, "Pending.Attempt starts again at 1 in the second life")
 		for i := 1; i < len(tl); i++ {
 			require.False(t, tl[i].At.Before(tl[i-1].At), "in order")
 		}

@@ -2,9 +2,11 @@ package recording
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"sync"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -25,6 +27,7 @@ import (
 // closing.
 type Delivery struct {
 	mu          sync.Mutex
+	latency     time.Duration
 	requests    []delivery.Pending
 	general     []delivery.Outcome
 	byChannel   map[string][]delivery.Outcome
@@ -75,16 +78,57 @@ func (d *Delivery) ScriptRecipient(recipient string, outcomes ...delivery.Outcom
 	d.byRecipient[recipient] = append(d.byRecipient[recipient], outcomes...)
 }
 
+// SetLatency makes every later Deliver take latency before it answers, as
+// a slow provider does; a context that ends first ends the call with
+// Retry and the context's error, as a provider call that honours its
+// context would. Zero, the default, answers at once.
+func (d *Delivery) SetLatency(latency time.Duration) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.latency = latency
+}
+
+// errHang marks the outcome Hang returns.
+var errHang = errors.New("recording: a scripted hang")
+
+// Hang returns an outcome to script for a provider that never answers:
+// Deliver answers it only once its context ends, with Retry and the
+// context's error, so a module's or a dispatcher's timeout and
+// cancellation can be tested.
+func Hang() delivery.Outcome { return delivery.Retry(errHang) }
+
 // Deliver records p, with a shallow copy of p.Data so that a later change by
 // the caller does not change the record, and then answers with the next
 // outcome of the most specific matching script that is not empty, or
 // [delivery.Delivered] when every matching script has run out. The request
 // is recorded before it is answered, so a Wait that returns has seen it.
 //
-// Deliver never blocks and does not consult ctx. A scripted zero
-// [delivery.Outcome] is answered as it is, for testing how a dispatcher
-// treats an invalid answer.
+// Deliver answers at once unless SetLatency or a scripted Hang says
+// otherwise; then it honours ctx. A scripted zero [delivery.Outcome] is
+// answered as it is, for testing how a dispatcher treats an invalid answer.
 func (d *Delivery) Deliver(ctx context.Context, p delivery.Pending) delivery.Outcome {
+	outcome, latency := d.record(p)
+	var wait <-chan time.Time
+	switch {
+	case outcome.Kind() == delivery.KindRetry && errors.Is(outcome.Reason(), errHang):
+		// Only the context ends it.
+	case latency > 0:
+		timer := time.NewTimer(latency)
+		defer timer.Stop()
+		wait = timer.C
+	default:
+		return outcome
+	}
+	select {
+	case <-wait:
+		return outcome
+	case <-ctx.Done():
+		return delivery.Retry(fmt.Errorf("recording: %w", context.Cause(ctx)))
+	}
+}
+
+// record records p and returns its scripted answer and the latency.
+func (d *Delivery) record(p delivery.Pending) (delivery.Outcome, time.Duration) {
 	p.Data = maps.Clone(p.Data)
 
 	d.mu.Lock()
@@ -97,17 +141,17 @@ func (d *Delivery) Deliver(ctx context.Context, p delivery.Pending) delivery.Out
 	}
 
 	if outcome, ok := pop(d.byRecipient, p.Recipient); ok {
-		return outcome
+		return outcome, d.latency
 	}
 	if outcome, ok := pop(d.byChannel, p.Channel); ok {
-		return outcome
+		return outcome, d.latency
 	}
 	if len(d.general) > 0 {
 		outcome := d.general[0]
 		d.general = d.general[1:]
-		return outcome
+		return outcome, d.latency
 	}
-	return delivery.Delivered()
+	return delivery.Delivered(), d.latency
 }
 
 // pop removes and returns the first outcome scripted under key, if any.

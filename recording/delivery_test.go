@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tidings-go/tidings/delivery"
+	"github.com/tidings-go/tidings/internal/testwait"
 	"github.com/tidings-go/tidings/recording"
 )
 
@@ -386,5 +387,55 @@ func TestDeliveryWait(t *testing.T) {
 		got[0].Recipient = "changed"
 
 		require.Equal(t, []delivery.Pending{p}, rec.Requests())
+	})
+}
+
+// A slow provider and one that never answers: both honour the request's
+// context, so a caller's timeout and cancellation can be tested.
+func TestDeliveryLatencyAndHang(t *testing.T) {
+	t.Parallel()
+
+	t.Run("LatencyDelaysTheAnswer", func(t *testing.T) {
+		t.Parallel()
+		d := recording.New()
+		d.SetLatency(50 * time.Millisecond)
+		start := time.Now()
+		out := d.Deliver(t.Context(), pending("mail", "a"))
+		require.Equal(t, delivery.KindDelivered, out.Kind())
+		require.GreaterOrEqual(t, time.Since(start), 50*time.Millisecond)
+	})
+
+	t.Run("LatencyEndsWithTheContext", func(t *testing.T) {
+		t.Parallel()
+		d := recording.New()
+		d.SetLatency(time.Hour)
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+		defer cancel()
+		out := d.Deliver(ctx, pending("mail", "a"))
+		require.Equal(t, delivery.KindRetry, out.Kind())
+		require.ErrorIs(t, out.Reason(), context.DeadlineExceeded)
+		require.Equal(t, 1, d.Len(), "recorded all the same")
+	})
+
+	t.Run("HangAnswersOnlyWhenTheContextEnds", func(t *testing.T) {
+		t.Parallel()
+		d := recording.New()
+		d.Script(recording.Hang(), delivery.Delivered())
+		ctx, cancel := context.WithCancelCause(t.Context())
+		answered := make(chan delivery.Outcome, 1)
+		go func() { answered <- d.Deliver(ctx, pending("mail", "a")) }()
+		_, err := d.Wait(t.Context(), 1)
+		require.NoError(t, err)
+		select {
+		case out := <-answered:
+			t.Fatalf("a hung call answered %s before its context ended", out)
+		default:
+		}
+		stop := errors.New("the caller gave up")
+		cancel(stop)
+		out := testwait.Recv(t, answered, "the hung call's answer")
+		require.Equal(t, delivery.KindRetry, out.Kind())
+		require.ErrorIs(t, out.Reason(), stop)
+		require.Equal(t, delivery.KindDelivered, d.Deliver(t.Context(), pending("mail", "b")).Kind(), "the script goes on")
 	})
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/lib/pq"
+
+	"github.com/tidings-go/tidings/dbtx"
 )
 
 // BatchSink is a Sink that takes each claimed batch whole: Supervise hands
@@ -94,7 +96,7 @@ func (b *Batch) Answer(i int, res Result) {
 // if and only if tx commits. Call Committed once tx committed; if it did
 // not, Answer those records again (Unsure, typically). The error is the
 // statement's: tx is then in error and must be rolled back.
-func (b *Batch) SettleIn(ctx context.Context, tx Execer, idx []int, results []Result) error {
+func (b *Batch) SettleIn(ctx context.Context, tx dbtx.Execer, idx []int, results []Result) error {
 	if len(idx) != len(results) {
 		return fmt.Errorf("relay: settle in a transaction: %d records but %d results", len(idx), len(results))
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/tidings-go/tidings"
 	"github.com/tidings-go/tidings/internal/pgtest"
 	"github.com/tidings-go/tidings/relay"
+	"github.com/tidings-go/tidings/relay/relaytest"
 )
 
 // drainRecords is how many records a drain benchmark relays.
@@ -121,29 +122,6 @@ func (bb benchBundle) waitDrained(b *testing.B, schema string) {
 	}
 }
 
-// benchSupervise starts a relay and returns a function that stops it and
-// waits for it to return.
-func benchSupervise(b *testing.B, db *sql.DB, cfg relay.Config, sink relay.Sink) (stop func()) {
-	b.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- relay.Supervise(ctx, db, &cfg, sink) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				require.NoError(b, err)
-			case <-time.After(30 * time.Second):
-				b.Error("Supervise did not return within 30 s of its context ending")
-			}
-		})
-	}
-	b.Cleanup(stop)
-	return stop
-}
-
 // BenchmarkStage stages one record per transaction (BEGIN, Stage, COMMIT)
 // from concurrent writers. An op is one committed transaction.
 func BenchmarkStage(b *testing.B) {
@@ -232,7 +210,7 @@ func BenchmarkDrain(b *testing.B) {
 		cfg := relay.Config{Module: module, Schema: schema, ListenDSN: bb.dsn}
 
 		b.StartTimer()
-		stop := benchSupervise(b, bb.db, cfg, sink)
+		stop := relaytest.Supervise(b, bb.db, cfg, sink)
 		bb.waitDrained(b, schema)
 		b.StopTimer()
 

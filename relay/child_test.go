@@ -1,23 +1,19 @@
 package relay_test
 
 import (
-	"bufio"
 	"context"
+	"database/sql"
 	"fmt"
 	"os"
-	"os/exec"
-	"os/signal"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
-
-	"database/sql"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tidings-go/tidings/internal/child"
 	"github.com/tidings-go/tidings/internal/testwait"
 	"github.com/tidings-go/tidings/relay"
 )
@@ -42,46 +38,41 @@ const childMaxHands = 3
 // and holds the rest until the process is killed. A record of kind
 // "poison" kills the process (exit status 3); one of kind "plain" is Done.
 func runChild() bool {
-	dsn := os.Getenv(envChildDSN)
-	if dsn == "" {
-		return false
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-	defer stop()
-	db, err := sql.Open("postgres", dsn)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	var mu sync.Mutex
-	n := 0
-	sink := relay.SinkFunc(func(ctx context.Context, rec relay.Record) relay.Result {
-		switch rec.Kind {
-		case "poison":
-			os.Exit(3)
-		case "plain":
+	return child.Run(envChildDSN, func(ctx context.Context, dsn string) error {
+		db, err := sql.Open("postgres", dsn)
+		if err != nil {
+			return err
+		}
+		var mu sync.Mutex
+		n := 0
+		sink := relay.SinkFunc(func(ctx context.Context, rec relay.Record) relay.Result {
+			switch rec.Kind {
+			case "poison":
+				os.Exit(3)
+			case "plain":
+				return relay.Done()
+			}
+			mu.Lock()
+			n++
+			hold := n%2 == 0
+			fmt.Printf("handed %s %s\n", rec.ID, map[bool]string{true: "held", false: "done"}[hold])
+			mu.Unlock()
+			if hold {
+				<-ctx.Done()
+				return relay.Retry(0, ctx.Err())
+			}
 			return relay.Done()
-		}
-		mu.Lock()
-		n++
-		hold := n%2 == 0
-		fmt.Printf("handed %s %s\n", rec.ID, map[bool]string{true: "held", false: "done"}[hold])
-		mu.Unlock()
-		if hold {
-			<-ctx.Done()
-			return relay.Retry(0, ctx.Err())
-		}
-		return relay.Done()
+		})
+		return relay.Supervise(ctx, db, &relay.Config{
+			Module: module, Schema: os.Getenv(envChildSchema), ListenDSN: dsn,
+			BatchSize: 10, Concurrency: 10, HandTimeout: childLease - time.Second, Lease: childLease, MaxHands: childMaxHands,
+		}, sink)
 	})
-	err = relay.Supervise(ctx, db, &relay.Config{
-		Module: module, Schema: os.Getenv(envChildSchema), ListenDSN: dsn,
-		BatchSize: 10, Concurrency: 10, HandTimeout: childLease - time.Second, Lease: childLease, MaxHands: childMaxHands,
-	}, sink)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	return true
+}
+
+// startChild starts a child relay on b's schema.
+func (b testBundle) startChild(t *testing.T, lines bool) *child.Process {
+	return child.Test(t, map[string]string{envChildDSN: b.config(t).ListenDSN, envChildSchema: b.schema}, lines)
 }
 
 func TestG2CrashMidBatchLosesNothing(t *testing.T) {
@@ -89,35 +80,26 @@ func TestG2CrashMidBatchLosesNothing(t *testing.T) {
 	b := setup(t)
 	ids := b.stage(t, 100)
 
-	child := exec.Command(os.Args[0], "-test.run=^$")
-	child.Env = append(os.Environ(), envChildDSN+"="+b.config(t).ListenDSN, envChildSchema+"="+b.schema)
-	out, err := child.StdoutPipe()
-	require.NoError(t, err)
-	child.Stderr = os.Stderr
-	require.NoError(t, child.Start())
-	t.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
+	c := b.startChild(t, true)
 
 	// Wait until the child has handed a full batch, half of it answered,
 	// half in flight; then kill it, and read what else it handed.
 	held := map[uuid.UUID]bool{} // id: held (true) or answered Done
-	lines := bufio.NewScanner(out)
-	read := func() bool {
-		if !lines.Scan() {
-			return false
+	handed := func(line string) {
+		id, how, _ := strings.Cut(line, " ")
+		held[uuid.MustParse(id)] = how == "held"
+	}
+	for len(held) < 10 {
+		line, err := c.Next("handed ", testwait.Within)
+		require.NoError(t, err, "the child hands records")
+		handed(line)
+	}
+	require.NoError(t, c.Kill())
+	for _, line := range c.Rest() {
+		if rest, ok := strings.CutPrefix(line, "handed "); ok {
+			handed(rest)
 		}
-		if rest, ok := strings.CutPrefix(lines.Text(), "handed "); ok {
-			id, how, _ := strings.Cut(rest, " ")
-			held[uuid.MustParse(id)] = how == "held"
-		}
-		return true
 	}
-	for len(held) < 10 && read() {
-	}
-	require.Len(t, held, 10, "the child handed records")
-	require.NoError(t, child.Process.Signal(syscall.SIGKILL))
-	for read() {
-	}
-	_ = child.Wait()
 
 	// Its leases run out for real, and a second relay hands again every
 	// record the child was holding, as their second hand.
@@ -167,31 +149,21 @@ func TestG10PoisonThatKillsTheProcessIsDeadAcrossRestarts(t *testing.T) {
 	dead := func() bool { return b.count(t, "failed_at IS NOT NULL") > 0 }
 	for !dead() {
 		require.LessOrEqual(t, crashes, childMaxHands, "the poison is still not dead")
-		child := exec.Command(os.Args[0], "-test.run=^$")
-		child.Env = append(os.Environ(), envChildDSN+"="+b.config(t).ListenDSN, envChildSchema+"="+b.schema)
-		child.Stderr = os.Stderr
-		require.NoError(t, child.Start())
-		exited := make(chan error, 1)
-		go func() { exited <- child.Wait() }()
+		c := b.startChild(t, false)
 		deadline := time.After(testwait.Within)
 	wait:
 		for {
 			select {
-			case err := <-exited:
-				var exit *exec.ExitError
-				require.ErrorAs(t, err, &exit)
-				require.Equal(t, 3, exit.ExitCode(), "killed by the poison")
+			case <-c.Done():
+				require.Equal(t, 3, c.ExitCode(), "killed by the poison: %v", c.Err())
 				crashes++
 				break wait
 			case <-time.After(20 * time.Millisecond):
 				if dead() { // this child marked it dead instead of handing it
-					_ = child.Process.Kill()
-					<-exited
+					require.NoError(t, c.Kill())
 					break wait
 				}
 			case <-deadline:
-				_ = child.Process.Kill()
-				<-exited
 				t.Fatalf("waited %s for the child relay to hand the poison", testwait.Within)
 			}
 		}
@@ -203,11 +175,7 @@ func TestG10PoisonThatKillsTheProcessIsDeadAcrossRestarts(t *testing.T) {
 	require.Equal(t, childMaxHands, crashes, "one crash per hand, each hand counted although the process died")
 
 	// The relay that marked it dead goes on with the rest.
-	child := exec.Command(os.Args[0], "-test.run=^$")
-	child.Env = append(os.Environ(), envChildDSN+"="+b.config(t).ListenDSN, envChildSchema+"="+b.schema)
-	child.Stderr = os.Stderr
-	require.NoError(t, child.Start())
-	t.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
+	b.startChild(t, false)
 	msgs := make([]relay.Message, 5)
 	for i := range msgs {
 		msgs[i] = relay.Message{Module: module, Kind: "plain", Payload: payload(i + 1)}

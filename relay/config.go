@@ -14,7 +14,6 @@ import (
 
 // Defaults of Config. A zero field of Config means its default.
 const (
-	SchemaDefault        = "tidings"
 	BatchSizeDefault     = 50
 	ConcurrencyDefault   = 50
 	HandTimeoutDefault   = 30 * time.Second
@@ -34,7 +33,8 @@ type Config struct {
 	// Message.Module. Required.
 	Module string
 
-	// Schema holds the outbox table. Default SchemaDefault ("tidings").
+	// Schema holds the outbox table. Default "tidings"
+	// (tidings.SchemaDefault).
 	Schema string
 
 	// ListenDSN is the connection string of the session that LISTENs for
@@ -133,7 +133,7 @@ func (c Config) withDefaults() Config {
 		}
 	}
 	if c.Schema == "" {
-		c.Schema = SchemaDefault
+		c.Schema = ident.SchemaDefault
 	}
 	def(&c.BatchSize, BatchSizeDefault)
 	def(&c.Concurrency, ConcurrencyDefault)

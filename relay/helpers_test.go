@@ -17,6 +17,7 @@ import (
 	"github.com/tidings-go/tidings/internal/pgtemp"
 	"github.com/tidings-go/tidings/internal/pgtest"
 	"github.com/tidings-go/tidings/relay"
+	"github.com/tidings-go/tidings/relay/relaytest"
 )
 
 const module = "orders"
@@ -68,14 +69,14 @@ func ownCluster(t *testing.T, opts *pgtemp.Options) (testBundle, *pgtemp.Cluster
 	admin, err := sql.Open("postgres", cluster.URL())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = admin.Close() })
-	require.NoError(t, tidings.Migrate(t.Context(), admin, relay.SchemaDefault))
-	pgtest.Grant(t, admin, relay.SchemaDefault)
+	require.NoError(t, tidings.Migrate(t.Context(), admin, tidings.SchemaDefault))
+	pgtest.Grant(t, admin, tidings.SchemaDefault)
 	db, err := sql.Open("postgres", app)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
 	ob, err := relay.NewOutbox(nil)
 	require.NoError(t, err)
-	return testBundle{db: db, schema: relay.SchemaDefault, ob: ob, listen: app}, cluster
+	return testBundle{db: db, schema: tidings.SchemaDefault, ob: ob, listen: app}, cluster
 }
 
 func payload(i int) json.RawMessage { return json.RawMessage(fmt.Sprintf(`{"n":%d}`, i)) }
@@ -113,27 +114,10 @@ func (b testBundle) eventually(t *testing.T, where string, want int, within time
 	}, within, 10*time.Millisecond)
 }
 
-// supervise runs a relay until the test ends and checks that it returned
-// nil. stop ends it early and waits for it.
+// supervise runs a relay until the test ends; stop ends it early.
 func supervise(t *testing.T, db *sql.DB, cfg relay.Config, sink relay.Sink) (stop func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- relay.Supervise(ctx, db, &cfg, sink) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				require.NoError(t, err)
-			case <-time.After(30 * time.Second):
-				t.Error("Supervise did not return within 30 s of its context ending")
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
+	return relaytest.Supervise(t, db, cfg, sink)
 }
 
 // recorder is a sink that records every hand and answers with answer (Done

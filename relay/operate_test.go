@@ -116,6 +116,57 @@ func TestOperate(t *testing.T) {
 		require.Equal(t, 12, entries, "the timelines of the records kept stay")
 	})
 
+	t.Run("StatsCountsByLaneAndCode", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		stage := func(lane string, notBefore time.Time, n int) {
+			for i := range n {
+				_, err := b.ob.Stage(t.Context(), b.db, relay.Message{Module: module, Kind: "order.placed", Lane: lane,
+					Payload: payload(i), NotBefore: notBefore})
+				require.NoError(t, err)
+			}
+		}
+		stage("mail", time.Time{}, 3)
+		stage("sms", time.Time{}, 2)
+		stage("sms", time.Now().Add(time.Hour), 4)
+		_, err := b.ob.Stage(t.Context(), b.db, relay.Message{Module: "other", Kind: "x", Payload: payload(0)})
+		require.NoError(t, err)
+		// Kill the two due sms records, under two codes; the rest stay.
+		var n atomic.Int64
+		sink := newRecorder(func(_ context.Context, rec relay.Record) relay.Result {
+			if rec.Lane != "sms" {
+				return relay.Later(time.Hour)
+			}
+			if n.Add(1) == 1 {
+				return relay.Dead(errors.New("invalid number")).WithCode("recipient.invalid")
+			}
+			return relay.Dead(errors.New("blocked")).WithCode("provider.rejected")
+		})
+		stop := supervise(t, b.db, b.config(t), sink)
+		b.eventually(t, "failed_at IS NOT NULL", 2, 10*time.Second)
+		b.eventually(t, "lane = 'mail' AND available_at > now() + interval '50 minutes'", 3, 10*time.Second)
+		stop()
+		stage("mail", time.Time{}, 1) // due now
+
+		st, err := b.ob.Stats(t.Context(), b.db, module)
+		require.NoError(t, err)
+		require.WithinDuration(t, time.Now(), st.At, time.Minute, "the database's clock")
+		require.Len(t, st.Lanes, 2, "the module's lanes only: %+v", st.Lanes)
+		mail, sms := st.Lanes[0], st.Lanes[1]
+		require.Equal(t, relay.LaneStats{Module: module, Lane: "mail", Due: 1, Scheduled: 3, OldestDue: mail.OldestDue}, mail)
+		require.Less(t, mail.OldestDue, time.Minute)
+		require.Equal(t, relay.LaneStats{Module: module, Lane: "sms", Scheduled: 4, Dead: 2}, sms)
+		require.Equal(t, []relay.DeadCount{
+			{Module: module, Lane: "sms", Code: "provider.rejected", Count: 1},
+			{Module: module, Lane: "sms", Code: "recipient.invalid", Count: 1},
+		}, st.Dead)
+
+		all, err := b.ob.Stats(t.Context(), b.db, "")
+		require.NoError(t, err)
+		require.Len(t, all.Lanes, 3, "every module")
+		require.Equal(t, relay.LaneStats{Module: "other", Due: 1, OldestDue: all.Lanes[2].OldestDue}, all.Lanes[2])
+	})
+
 	t.Run("SupervisorPurgesPeriodically", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

@@ -51,6 +51,7 @@ type queries struct {
 	notify            string
 	purge             string
 	status, cancel    string
+	stats             string
 }
 
 func newQueries(schema string) queries {
@@ -66,6 +67,24 @@ func newQueries(schema string) queries {
 		// without waking anyone. The id is made by the caller, so a
 		// statement that database/sql runs again after losing its answer
 		// (outside a transaction) finds its own row and changes nothing.
+		// The pending rows through outbox_due, the dead ones through
+		// outbox_dead_code; never the processed history. A row of kind
+		// "now" comes whatever the table holds.
+		stats: r.Replace(`SELECT now(), kind, module, lane, code, a, b, oldest FROM (
+			SELECT 'pending' AS kind, module, lane, '' AS code,
+				count(*) FILTER (WHERE available_at <= now()) AS a,
+				count(*) FILTER (WHERE available_at > now()) AS b,
+				coalesce(extract(epoch FROM now() - min(available_at) FILTER (WHERE available_at <= now())), 0)::float8 AS oldest
+			FROM {t} WHERE ($1 = '' OR module = $1) AND {pending}
+			GROUP BY module, lane
+			UNION ALL
+			SELECT 'dead', module, lane, code, count(*), 0, 0
+			FROM {t} WHERE ($1 = '' OR module = $1) AND failed_at IS NOT NULL
+			GROUP BY module, lane, code
+			UNION ALL
+			SELECT 'now', '', '', '', 0, 0, 0) s
+			ORDER BY kind DESC, module, lane, code`),
+
 		stage: r.Replace(`WITH ins AS (
 			INSERT INTO {t} (id, module, kind, payload, headers, correlation_id, causation_id, available_at, lane)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, coalesce($8, now()), $10)

@@ -1,32 +1,25 @@
 package relay
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
-	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"time"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/lib/pq"
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/tidings-go/tidings/dbtx"
 	"github.com/tidings-go/tidings/internal/ident"
-	"github.com/tidings-go/tidings/internal/migrate"
 	"github.com/tidings-go/tidings/internal/validate"
 )
-
-// ScopeName is the instrumentation scope of the relay's spans and metrics.
-const ScopeName = "github.com/tidings-go/tidings/relay"
 
 // KindMaxLen is the longest Message.Kind (and Message.Lane) accepted, in
 // bytes.
@@ -40,97 +33,17 @@ const NotBeforeMax = validate.NotBeforeMax
 // the field.
 var ErrInvalidMessage = errors.New("relay: invalid message")
 
-// Execer is what staging needs of the caller's transaction: *sql.Tx,
-// *sqlx.Tx, *sql.Conn and *sql.DB all have it.
-type Execer interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-}
-
 // propagator captures the staging write's trace context and baggage (W3C).
 var propagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 
-//go:embed migrations/*.sql
-var migrationFiles embed.FS
-
-// Migrations returns the outbox's SQL migrations, named as golang-migrate
-// expects. The files name no schema: run them with search_path set to it.
-func Migrations() fs.FS { return migrate.Dir(migrationFiles) }
-
-// Migrate creates or updates the outbox table in schema ("" means
-// SchemaDefault). It is safe to run from many processes at once.
-func Migrate(ctx context.Context, db *sql.DB, schema string) error {
-	return migrate.Apply(ctx, db, cmp.Or(schema, SchemaDefault), migrate.Set{Component: "relay", FS: Migrations()})
-}
-
-// Outbox is the outbox table of one schema: staging into it, and the
-// operator's calls on it. It is safe for concurrent use.
-type Outbox struct {
-	schema string
-	q      queries
-	tracer trace.Tracer
-	quiet  bool // stage without the wake-up
-}
-
-// OutboxConfig configures an Outbox. The zero value of each field means its
-// default.
-type OutboxConfig struct {
-	// Schema holds the outbox table: a lower-case identifier of at most 56
-	// bytes, checked here and never pasted unchecked into SQL. Default
-	// SchemaDefault ("tidings").
-	Schema string
-
-	// TracerProvider creates the producer span of each staged record. Nil
-	// means the global provider.
-	TracerProvider trace.TracerProvider
-}
-
-// NewOutbox returns the outbox cfg describes; a nil cfg means every
-// default.
-func NewOutbox(cfg *OutboxConfig) (*Outbox, error) {
-	var c OutboxConfig
-	if cfg != nil {
-		c = *cfg
-	}
-	schema := cmp.Or(c.Schema, SchemaDefault)
-	if err := ident.CheckSchema("schema", schema); err != nil {
-		return nil, fmt.Errorf("relay: %w", err)
-	}
-	tp := c.TracerProvider
-	if tp == nil {
-		tp = otel.GetTracerProvider()
-	}
-	return &Outbox{schema: schema, q: newQueries(schema), tracer: tp.Tracer(ScopeName)}, nil
-}
-
-var defaultOutbox, _ = NewOutbox(nil)
-
-// WithoutWakeUp returns an Outbox that stages without waking relays at
-// commit. NOTIFY takes a lock at commit that serializes committing
-// writers; where that costs the writers more than it gains, stage through
-// this Outbox and wake the relays after the commit with a [Waker], or let
-// them poll (a short SweepInterval). Records are handed either way.
-func (o *Outbox) WithoutWakeUp() *Outbox {
-	quiet := *o
-	quiet.quiet = true
-	return &quiet
-}
-
-// wakeChannel is the NOTIFY channel staging signals, or nil for none.
-func (o *Outbox) wakeChannel() any {
-	if o.quiet {
-		return nil
-	}
-	return o.q.channel
-}
-
 // Stage stages msg in the default schema's outbox; see [Outbox.Stage].
-func Stage(ctx context.Context, tx Execer, msg Message) (uuid.UUID, error) {
+func Stage(ctx context.Context, tx dbtx.Execer, msg Message) (uuid.UUID, error) {
 	return defaultOutbox.Stage(ctx, tx, msg)
 }
 
 // StageBatch stages msgs in the default schema's outbox; see
 // [Outbox.StageBatch].
-func StageBatch(ctx context.Context, tx Execer, msgs []Message) ([]uuid.UUID, error) {
+func StageBatch(ctx context.Context, tx dbtx.Execer, msgs []Message) ([]uuid.UUID, error) {
 	return defaultOutbox.StageBatch(ctx, tx, msgs)
 }
 
@@ -140,7 +53,7 @@ func StageBatch(ctx context.Context, tx Execer, msgs []Message) ([]uuid.UUID, er
 // ctx, and its correlation and causation ids (see WithCorrelationID).
 // An invalid msg is an ErrInvalidMessage naming the field; nothing is
 // written then.
-func (o *Outbox) Stage(ctx context.Context, tx Execer, msg Message) (uuid.UUID, error) {
+func (o *Outbox) Stage(ctx context.Context, tx dbtx.Execer, msg Message) (uuid.UUID, error) {
 	if err := validate.NotNil("tx", tx); err != nil {
 		return uuid.Nil, fmt.Errorf("%w: %w", ErrInvalidMessage, err)
 	}
@@ -165,7 +78,7 @@ func (o *Outbox) Stage(ctx context.Context, tx Execer, msg Message) (uuid.UUID, 
 // StageBatch writes msgs in one statement inside tx and returns their ids
 // in order; otherwise it is Stage. If any message is invalid, the error
 // names its index and field and nothing is written.
-func (o *Outbox) StageBatch(ctx context.Context, tx Execer, msgs []Message) ([]uuid.UUID, error) {
+func (o *Outbox) StageBatch(ctx context.Context, tx dbtx.Execer, msgs []Message) ([]uuid.UUID, error) {
 	if err := validate.NotNil("tx", tx); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidMessage, err)
 	}
@@ -202,24 +115,6 @@ func (o *Outbox) StageBatch(ctx context.Context, tx Execer, msgs []Message) ([]u
 		return nil, o.tableError("stage batch", err)
 	}
 	return ids, nil
-}
-
-// ErrNotMigrated means the schema has no outbox table (or no schema):
-// migrate it first, with tidings.Migrate or the migration files.
-var ErrNotMigrated = errors.New("relay: schema not migrated")
-
-// tableError wraps the error of a statement on the outbox as op, saying
-// what to do when the table or its schema is missing.
-func (o *Outbox) tableError(op string, err error) error {
-	var pgErr interface{ SQLState() string }
-	if errors.As(err, &pgErr) {
-		switch pgErr.SQLState() {
-		case "42P01", "3F000": // undefined_table, invalid_schema_name
-			return fmt.Errorf("%w: schema %q has no outbox table; run tidings.Migrate (or the migration files) for it first: %s: %w",
-				ErrNotMigrated, o.schema, op, err)
-		}
-	}
-	return fmt.Errorf("relay: %s: %w", op, err)
 }
 
 type stagedRow struct {

@@ -15,9 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tidings-go/tidings"
+	"github.com/tidings-go/tidings/dbtx"
 	"github.com/tidings-go/tidings/internal/ident"
 	"github.com/tidings-go/tidings/internal/pgtest"
-
 	"github.com/tidings-go/tidings/relay"
 )
 
@@ -156,7 +156,7 @@ func TestStage(t *testing.T) {
 		}
 		require.Equal(t, 0, b.count(t, "true"))
 
-		for _, tx := range []relay.Execer{nil, (*sql.Tx)(nil)} {
+		for _, tx := range []dbtx.Execer{nil, (*sql.Tx)(nil)} {
 			_, err := b.ob.Stage(t.Context(), tx, ok)
 			require.ErrorIs(t, err, relay.ErrInvalidMessage)
 			require.ErrorContains(t, err, "tx is")

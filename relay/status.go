@@ -11,6 +11,8 @@ import (
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tidings-go/tidings/dbtx"
 )
 
 // State is where a record is in its life.
@@ -91,14 +93,8 @@ type Entry struct {
 // Settled reports whether the record reached a state it keeps.
 func (s Status) Settled() bool { return s.State != StatePending }
 
-// Queryer is what reading a status needs: *sql.DB, *sql.Tx, *sql.Conn.
-type Queryer interface {
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
 // timeline reads the entries of id, oldest first.
-func (o *Outbox) timeline(ctx context.Context, q Queryer, id uuid.UUID) ([]Entry, error) {
+func (o *Outbox) timeline(ctx context.Context, q dbtx.Queryer, id uuid.UUID) ([]Entry, error) {
 	rows, err := q.QueryContext(ctx, o.q.timeline, id)
 	if err != nil {
 		return nil, fmt.Errorf("relay: timeline: %w", err)
@@ -124,7 +120,7 @@ func (o *Outbox) timeline(ctx context.Context, q Queryer, id uuid.UUID) ([]Entry
 
 // Status returns what is known of the record id, with its timeline, or
 // ErrNotFound.
-func (o *Outbox) Status(ctx context.Context, q Queryer, id uuid.UUID) (Status, error) {
+func (o *Outbox) Status(ctx context.Context, q dbtx.Queryer, id uuid.UUID) (Status, error) {
 	st := Status{ID: id}
 	var processed, failed, cancelled sql.NullTime
 	var reason sql.NullString
@@ -174,7 +170,7 @@ func (o *Outbox) Status(ctx context.Context, q Queryer, id uuid.UUID) (Status, e
 // is running: a sink that must not act on a cancelled record takes a lock
 // both sides share, as the notification dispatcher does with its inbox
 // claim.
-func (o *Outbox) Cancel(ctx context.Context, tx Execer, id uuid.UUID) (bool, error) {
+func (o *Outbox) Cancel(ctx context.Context, tx dbtx.Execer, id uuid.UUID) (bool, error) {
 	res, err := tx.ExecContext(ctx, o.q.cancel, id)
 	if err != nil {
 		return false, fmt.Errorf("relay: cancel: %w", err)

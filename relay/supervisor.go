@@ -474,3 +474,32 @@ func (s *supervisor) poke(ch chan struct{}) {
 	default:
 	}
 }
+
+// purgeLoop purges on every cfg.PurgeInterval until ctx ends.
+func (s *supervisor) purgeLoop(ctx context.Context) {
+	tick := time.NewTicker(s.cfg.PurgeInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		n, err := s.ob.Purge(ctx, s.db, s.cfg.Retention)
+		if err != nil && ctx.Err() == nil {
+			s.log.WarnContext(ctx, "purge failed", "err", err)
+		}
+		if n > 0 {
+			s.log.InfoContext(ctx, "purged settled records", "records", n)
+		}
+		if p, ok := s.sink.(Purger); ok {
+			n, err := p.Purge(ctx)
+			if err != nil && ctx.Err() == nil {
+				s.log.WarnContext(ctx, "sink purge failed", "err", err)
+			}
+			if n > 0 {
+				s.log.InfoContext(ctx, "sink purged", "rows", n)
+			}
+		}
+	}
+}

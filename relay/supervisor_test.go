@@ -1,7 +1,6 @@
 package relay_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tidings-go/tidings/internal/logbuf"
 	"github.com/tidings-go/tidings/internal/pgtest"
 	"github.com/tidings-go/tidings/internal/tcpproxy"
 	"github.com/tidings-go/tidings/internal/testwait"
@@ -399,7 +399,7 @@ func TestSettleIsFencedByTheHand(t *testing.T) {
 func TestSuperviseWarnsAboutIdleTransactionTimeout(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	cfg := b.config(t)
 	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	db := pgtest.Open(t, 1)
@@ -411,24 +411,6 @@ func TestSuperviseWarnsAboutIdleTransactionTimeout(t *testing.T) {
 	},
 		5*time.Second, 5*time.Millisecond)
 	require.Contains(t, logs.String(), "hand_timeout=2s")
-}
-
-// syncBuffer is a bytes.Buffer safe for the relay's goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // The claim commits without waiting for its WAL flush, and only the claim:

@@ -12,6 +12,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
+// ScopeName is the instrumentation scope of the relay's spans and metrics.
+const ScopeName = "github.com/tidings-go/tidings/relay"
+
 // Metric names. Their attributes are low-cardinality: the module, the lane
 // and the outcome (AttrModule, AttrLane, AttrOutcome), never a record id.
 const (

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"runtime"
 	"strings"
 	"sync"
@@ -22,6 +21,7 @@ import (
 	"github.com/tidings-go/tidings/delivery"
 	"github.com/tidings-go/tidings/delivery/deliverytest"
 	"github.com/tidings-go/tidings/delivery/internal/httpcall"
+	"github.com/tidings-go/tidings/internal/fakeapi"
 )
 
 // A module passes the suite with one call: Features, and a setup that wires
@@ -209,14 +209,14 @@ func webhookSubject(t *testing.T, fault fault) deliverytest.Subject {
 	signingKey := "sk-" + rand.Text()
 	return deliverytest.Subject{
 		Delivery: &webhook{
-			client:   fake.srv.Client(),
-			endpoint: fake.srv.URL + "/v1/messages?signing_key=" + signingKey,
+			client:   fake.Client(),
+			endpoint: fake.URL + "/v1/messages?signing_key=" + signingKey,
 			token:    fake.token,
 			fault:    fault,
 		},
 		Pending: newPending,
 		Keys:    fake.keys,
-		Stall:   fake.stall,
+		Stall:   fake.Stall,
 		Fail:    fake.fail,
 		Secrets: []string{fake.token, signingKey},
 	}
@@ -225,74 +225,51 @@ func webhookSubject(t *testing.T, fault fault) deliverytest.Subject {
 // provider is a fake of the webhook's provider. It records the
 // idempotency key of every request, then answers 200 with a message id
 // (401 without the token, 422 for a message without a recipient), or as
-// stall and fail say. Safe for concurrent use.
+// Stall and FailWith say. Safe for concurrent use.
 type provider struct {
-	srv     *httptest.Server
-	token   string
-	release chan struct{} // closed when the test ends, ending stalls
+	*fakeapi.Server[request]
+	token string
+}
 
-	mu      sync.Mutex
-	got     []string
-	stalled bool
-	status  int
-	body    string
+// request is a request as the fake provider records it.
+type request struct {
+	key, authorization string
+	msg                message
+	decodeErr          error
 }
 
 func startProvider(t *testing.T) *provider {
 	t.Helper()
-	fake := &provider{token: "tok-" + rand.Text(), release: make(chan struct{})}
-	fake.srv = httptest.NewServer(fake)
-	t.Cleanup(fake.srv.Close)
-	// Cleanups run last-in first-out: stalls end before Close waits for
-	// every handler.
-	t.Cleanup(func() { close(fake.release) })
+	fake := &provider{token: "tok-" + rand.Text()}
+	fake.Server = fakeapi.Start(t, readRequest, fake.answer)
 	return fake
 }
 
-func (fake *provider) keys() []string {
-	fake.mu.Lock()
-	defer fake.mu.Unlock()
-	return append([]string(nil), fake.got...)
-}
-
-func (fake *provider) stall() {
-	fake.mu.Lock()
-	defer fake.mu.Unlock()
-	fake.stalled = true
-}
-
-func (fake *provider) fail(status int, body string) {
-	fake.mu.Lock()
-	defer fake.mu.Unlock()
-	fake.status, fake.body = status, body
-}
-
-func (fake *provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var msg message
-	decodeErr := json.NewDecoder(r.Body).Decode(&msg)
+func readRequest(r *http.Request) request {
+	req := request{key: r.Header.Get("Idempotency-Key"), authorization: r.Header.Get("Authorization")}
+	req.decodeErr = json.NewDecoder(r.Body).Decode(&req.msg)
 	// Read to the end, so the server notices a client that goes away.
 	_, _ = io.Copy(io.Discard, r.Body)
+	return req
+}
 
-	fake.mu.Lock()
-	fake.got = append(fake.got, r.Header.Get("Idempotency-Key"))
-	stalled, status, body := fake.stalled, fake.status, fake.body
-	fake.mu.Unlock()
+func (fake *provider) keys() []string {
+	var keys []string
+	for _, r := range fake.Requests() {
+		keys = append(keys, r.key)
+	}
+	return keys
+}
 
+func (fake *provider) fail(status int, body string) { fake.FailWith(status, body) }
+
+func (fake *provider) answer(w http.ResponseWriter, _ *http.Request, req request) {
 	w.Header().Set("Content-Type", "application/json")
 	switch {
-	case stalled:
-		select {
-		case <-fake.release:
-		case <-r.Context().Done():
-			panic(http.ErrAbortHandler) // no implicit 200 for a client that gave up
-		}
-	case status != 0:
-		w.WriteHeader(status)
-		_, _ = io.WriteString(w, body)
-	case r.Header.Get("Authorization") != "Bearer "+fake.token:
+	case req.authorization != "Bearer "+fake.token:
 		w.WriteHeader(http.StatusUnauthorized)
 		_, _ = io.WriteString(w, `{"code":"unauthorized","message":"bad token"}`)
-	case decodeErr != nil || msg.To == "":
+	case req.decodeErr != nil || req.msg.To == "":
 		w.WriteHeader(http.StatusUnprocessableEntity)
 		_, _ = io.WriteString(w, `{"code":"invalid_message","message":"no recipient"}`)
 	default:

@@ -129,7 +129,7 @@ func TestDeliver(t *testing.T) {
 	t.Run("DatabaseErrorRetriesWithoutPersonalData", func(t *testing.T) {
 		t.Parallel()
 		// A valid schema nobody migrated: the insert fails.
-		d, err := inapp.New(pgtest.DB(t), "inapp_not_migrated")
+		d, err := inapp.New(&inapp.Config{DB: pgtest.DB(t), Schema: "inapp_not_migrated"})
 		require.NoError(t, err)
 		p := pending("secret-user", map[string]any{"k": "secret-value"})
 		out := d.Deliver(t.Context(), p)
@@ -144,15 +144,18 @@ func TestNew(t *testing.T) {
 
 	t.Run("DefaultSchema", func(t *testing.T) {
 		t.Parallel()
-		d, err := inapp.New(db, "")
+		d, err := inapp.New(&inapp.Config{DB: db})
 		require.NoError(t, err)
 		require.NotNil(t, d)
 	})
 
 	t.Run("NilDB", func(t *testing.T) {
 		t.Parallel()
-		_, err := inapp.New(nil, "tidings")
-		require.ErrorIs(t, err, inapp.ErrInvalid)
+		for _, cfg := range []*inapp.Config{nil, {Schema: "tidings"}} {
+			_, err := inapp.New(cfg)
+			require.ErrorIs(t, err, inapp.ErrInvalid)
+			require.ErrorContains(t, err, "Config.DB")
+		}
 	})
 
 	t.Run("BadSchemaNames", func(t *testing.T) {
@@ -161,8 +164,9 @@ func TestNew(t *testing.T) {
 			"a123456789012345678901234567890123456789012345678901234567890123"} {
 			t.Run(schema, func(t *testing.T) {
 				t.Parallel()
-				_, err := inapp.New(db, schema)
+				_, err := inapp.New(&inapp.Config{DB: db, Schema: schema})
 				require.ErrorIs(t, err, inapp.ErrInvalid)
+				require.ErrorContains(t, err, "Config.Schema")
 				require.Error(t, inapp.Migrate(t.Context(), db, schema))
 			})
 		}

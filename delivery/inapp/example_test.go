@@ -56,7 +56,7 @@ func Example() {
 
 	// The relay hands it to the dispatcher, which writes it into the
 	// in-app table with its claim, until interrupted.
-	inbox, err := inapp.New(db, "")
+	inbox, err := inapp.New(&inapp.Config{DB: db})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func Example() {
 // gives the client a cursor for the next page, and marks the page read.
 func ExampleDelivery_List() {
 	ctx := context.Background()
-	inbox, err := inapp.New(exampleDB(), "")
+	inbox, err := inapp.New(&inapp.Config{DB: exampleDB()})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/tidings-go/tidings/internal/pgtest"
 	"github.com/tidings-go/tidings/notification"
 	"github.com/tidings-go/tidings/relay"
+	"github.com/tidings-go/tidings/relay/relaytest"
 	"github.com/tidings-go/tidings/retrypolicy"
 )
 
@@ -46,7 +47,7 @@ func setup(t *testing.T) testBundle {
 	db := pgtest.DB(t)
 	ob, err := relay.NewOutbox(&relay.OutboxConfig{Schema: schema})
 	require.NoError(t, err)
-	d, err := inapp.New(db, schema)
+	d, err := inapp.New(&inapp.Config{DB: db, Schema: schema})
 	require.NoError(t, err)
 	return testBundle{db: db, schema: schema, ob: ob, inapp: d}
 }
@@ -72,13 +73,7 @@ func (b testBundle) run(t *testing.T, dl delivery.Delivery) *notification.Client
 		SweepInterval: time.Hour,
 		GracePeriod:   5 * time.Second,
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- relay.Supervise(ctx, b.db, &cfg, d) }()
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-done)
-	})
+	relaytest.Supervise(t, b.db, cfg, d)
 	c, err := notification.NewClient(b.db, &notification.ClientConfig{Schema: b.schema, Consumer: consumer})
 	require.NoError(t, err)
 	return c

@@ -14,14 +14,11 @@ import (
 	"github.com/lib/pq"
 	"github.com/lib/pq/pqerror"
 
+	"github.com/tidings-go/tidings/dbtx"
 	"github.com/tidings-go/tidings/delivery"
 	"github.com/tidings-go/tidings/internal/ident"
 	"github.com/tidings-go/tidings/internal/migrate"
 )
-
-// SchemaDefault is the schema of the in-app table when none is named: the
-// library's own.
-const SchemaDefault = "tidings"
 
 var (
 	// ErrInvalid marks a call whose arguments are wrong (a nil db, a schema
@@ -51,11 +48,11 @@ var migrationFiles embed.FS
 func Migrations() fs.FS { return migrate.Dir(migrationFiles) }
 
 // Migrate creates or updates the in-app table in schema ("" means
-// SchemaDefault). It is separate from tidings.Migrate, which creates the
+// "tidings", the library's own). It is separate from tidings.Migrate, which creates the
 // outbox and the inbox: call both, in either order. It is safe to run from
 // many processes at once, and leaves an up-to-date schema alone.
 func Migrate(ctx context.Context, db *sql.DB, schema string) error {
-	return migrate.Apply(ctx, db, cmp.Or(schema, SchemaDefault), migrate.Set{Component: "inapp", FS: Migrations()})
+	return migrate.Apply(ctx, db, cmp.Or(schema, ident.SchemaDefault), migrate.Set{Component: "inapp", FS: Migrations()})
 }
 
 // Delivery writes notifications into the in-app table of one schema, and
@@ -80,19 +77,29 @@ var (
 // whether or not the request shares its commit.
 func (d *Delivery) Repeats() delivery.Repeat { return delivery.RepeatImpossible }
 
-// New returns the Delivery of the in-app table in schema ("" means
-// SchemaDefault), reached through db. The schema name must be a lower-case
-// identifier of at most 63 bytes. New checks its arguments and touches no
+// Config configures a Delivery.
+type Config struct {
+	// DB reaches the in-app table: Deliver writes through it when no
+	// claim's transaction is given, and the reads and marks of the
+	// application go through it. Required.
+	DB *sql.DB
+
+	// Schema holds the in-app table: a lower-case identifier of at most 63
+	// bytes. Default "tidings", the library's own.
+	Schema string
+}
+
+// New returns the Delivery cfg describes. It checks cfg and touches no
 // database: migrate the schema with [Migrate] first.
-func New(db *sql.DB, schema string) (*Delivery, error) {
-	if db == nil {
-		return nil, fmt.Errorf("%w: db is nil", ErrInvalid)
+func New(cfg *Config) (*Delivery, error) {
+	if cfg == nil || cfg.DB == nil {
+		return nil, fmt.Errorf("%w: Config.DB is nil", ErrInvalid)
 	}
-	schema = cmp.Or(schema, SchemaDefault)
-	if err := ident.CheckSchema("schema", schema); err != nil {
+	schema := cmp.Or(cfg.Schema, ident.SchemaDefault)
+	if err := ident.CheckSchema("Config.Schema", schema); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	return &Delivery{db: db, q: newQueries(schema)}, nil
+	return &Delivery{db: cfg.DB, q: newQueries(schema)}, nil
 }
 
 // Deliver writes p into the in-app table as a row of id p.ID for user
@@ -127,9 +134,7 @@ func (d *Delivery) Deliver(ctx context.Context, p delivery.Pending) delivery.Out
 		}
 		data = b
 	}
-	var exec interface {
-		ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	} = d.db
+	var exec dbtx.Execer = d.db
 	if tx, ok := delivery.TxFrom(ctx); ok {
 		exec = tx
 	}

@@ -100,7 +100,6 @@ func (cfg *Config) validate() (*settings, error) {
 		caller: httpcall.Caller{
 			Name:        "push",
 			Client:      cfg.HTTPClient,
-			Timeout:     cfg.Timeout,
 			TimeoutText: "push: expo took longer than Config.Timeout",
 		},
 	}
@@ -120,14 +119,8 @@ func (cfg *Config) validate() (*settings, error) {
 		fail("Config.AccessToken contains a space, a control or a non-ASCII character")
 	}
 
-	switch {
-	case cfg.Timeout < 0:
-		fail("Config.Timeout is negative: %s", cfg.Timeout)
-	case cfg.Timeout == 0:
-		s.caller.Timeout = TimeoutDefault
-	}
-	if s.caller.Client == nil {
-		s.caller.Client = &http.Client{Timeout: s.caller.Timeout, CheckRedirect: httpcall.NoRedirect}
+	if err := s.caller.Configure(cfg.Timeout, TimeoutDefault); err != nil {
+		errs = append(errs, err)
 	}
 
 	if len(cfg.Templates) == 0 {

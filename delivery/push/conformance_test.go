@@ -15,8 +15,8 @@ func TestConformance(t *testing.T) {
 			Delivery: b.pusher,
 			Pending:  func() delivery.Pending { return newPending("comment", commentData()) },
 			Keys:     b.expo.keys,
-			Stall:    b.expo.stall,
-			Fail:     func(status int, body string) { b.expo.failWith(status, body) },
+			Stall:    b.expo.Stall,
+			Fail:     func(status int, body string) { b.expo.FailWith(status, body) },
 			Secrets:  []string{testAccessToken},
 		}
 	})

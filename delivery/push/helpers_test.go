@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/tidings-go/tidings/delivery"
 	"github.com/tidings-go/tidings/delivery/push"
+	"github.com/tidings-go/tidings/internal/fakeapi"
 )
 
 const (
@@ -53,6 +53,8 @@ type expoRequest struct {
 	Authorization  string
 	IdempotencyKey string
 	Messages       []expoMessage
+	raw            []byte // the body as it came
+	decodeErr      error  // why it is not a list of messages
 }
 
 // expoMessage is one message as Expo reads it.
@@ -68,43 +70,39 @@ type expoMessage struct {
 // its error bodies and tickets, and records every request. Like Expo, it
 // does not deduplicate.
 type fakeExpo struct {
-	srv  *httptest.Server
-	stop chan struct{} // closed when the test ends: releases a stall
+	*fakeapi.Server[expoRequest]
 
 	// accessToken is the token the fake requires; empty means none.
 	accessToken string
 
-	mu       sync.Mutex
-	requests []expoRequest
-	tickets  int
-	stalled  bool
-	fail     *cannedAnswer
-	ticket   string // a ticket error code to answer with, "" for ok
-}
-
-// cannedAnswer is an answer the fake gives to every request.
-type cannedAnswer struct {
-	status int
-	body   string
-	header http.Header
+	mu      sync.Mutex
+	tickets int
+	ticket  string // a ticket error code to answer with, "" for ok
 }
 
 // startExpo starts a fake Expo that requires accessToken (when not empty),
 // closed when the test ends.
 func startExpo(t *testing.T, accessToken string) *fakeExpo {
 	t.Helper()
-	f := &fakeExpo{stop: make(chan struct{}), accessToken: accessToken}
-	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
-	t.Cleanup(f.srv.Close)
-	t.Cleanup(func() { close(f.stop) }) // runs first: a stalled handler returns
+	f := &fakeExpo{accessToken: accessToken}
+	f.Server = fakeapi.Start(t, readExpo, f.answer)
 	return f
 }
 
-// received returns a copy of the requests so far.
-func (f *fakeExpo) received() []expoRequest {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]expoRequest(nil), f.requests...)
+// readExpo reads a request as the fake records it.
+func readExpo(r *http.Request) expoRequest {
+	raw, _ := io.ReadAll(r.Body)
+	req := expoRequest{
+		Method:         r.Method,
+		Path:           r.URL.Path,
+		ContentType:    r.Header.Get("Content-Type"),
+		Accept:         r.Header.Get("Accept"),
+		Authorization:  r.Header.Get("Authorization"),
+		IdempotencyKey: r.Header.Get("Idempotency-Key"),
+		raw:            raw,
+	}
+	req.decodeErr = json.Unmarshal(raw, &req.Messages)
+	return req
 }
 
 // pushes returns how many tickets the fake issued: pushes it would send.
@@ -117,22 +115,10 @@ func (f *fakeExpo) pushes() int {
 // keys returns the Idempotency-Key of every request so far.
 func (f *fakeExpo) keys() []string {
 	var keys []string
-	for _, r := range f.received() {
+	for _, r := range f.Requests() {
 		keys = append(keys, r.IdempotencyKey)
 	}
 	return keys
-}
-
-// failWith makes the fake answer every request with status, body and the
-// header pairs in kv.
-func (f *fakeExpo) failWith(status int, body string, kv ...string) {
-	h := http.Header{}
-	for i := 0; i+1 < len(kv); i += 2 {
-		h.Set(kv[i], kv[i+1])
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.fail = &cannedAnswer{status: status, body: body, header: h}
 }
 
 // ticketError makes the fake answer every valid message with an error
@@ -143,47 +129,10 @@ func (f *fakeExpo) ticketError(code string) {
 	f.ticket = code
 }
 
-// stall makes the fake hold every request until the test ends or the
-// client goes away.
-func (f *fakeExpo) stall() {
+func (f *fakeExpo) answer(w http.ResponseWriter, r *http.Request, req expoRequest) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.stalled = true
-}
-
-func (f *fakeExpo) serve(w http.ResponseWriter, r *http.Request) {
-	raw, _ := io.ReadAll(r.Body)
-	req := expoRequest{
-		Method:         r.Method,
-		Path:           r.URL.Path,
-		ContentType:    r.Header.Get("Content-Type"),
-		Accept:         r.Header.Get("Accept"),
-		Authorization:  r.Header.Get("Authorization"),
-		IdempotencyKey: r.Header.Get("Idempotency-Key"),
-	}
-	decodeErr := json.Unmarshal(raw, &req.Messages)
-	f.mu.Lock()
-	f.requests = append(f.requests, req)
-	stalled, fail, ticketCode := f.stalled, f.fail, f.ticket
+	ticketCode := f.ticket
 	f.mu.Unlock()
-
-	if stalled {
-		select {
-		case <-f.stop:
-		case <-r.Context().Done():
-			panic(http.ErrAbortHandler) // no implicit 200 for a client that gave up
-		}
-		return
-	}
-	if fail != nil {
-		for k, v := range fail.header {
-			w.Header()[k] = v
-		}
-		w.WriteHeader(fail.status)
-		_, _ = w.Write([]byte(fail.body))
-		return
-	}
-
 	switch {
 	case r.URL.Path != "/--/api/v2/push/send":
 		expoErrors(w, http.StatusNotFound, "NOT_FOUND", "Not found: "+r.URL.Path)
@@ -197,8 +146,8 @@ func (f *fakeExpo) serve(w http.ResponseWriter, r *http.Request) {
 	case !strings.HasPrefix(req.ContentType, "application/json"):
 		expoErrors(w, http.StatusBadRequest, "VALIDATION_ERROR", "Content-Type must be application/json")
 		return
-	case decodeErr != nil || len(req.Messages) == 0:
-		expoErrors(w, http.StatusBadRequest, "VALIDATION_ERROR", `"value" must be an array of messages: `+string(raw))
+	case req.decodeErr != nil || len(req.Messages) == 0:
+		expoErrors(w, http.StatusBadRequest, "VALIDATION_ERROR", `"value" must be an array of messages: `+string(req.raw))
 		return
 	}
 
@@ -265,7 +214,7 @@ func setup(t *testing.T, configure ...func(*push.Config)) *testBundle {
 	t.Helper()
 	expo := startExpo(t, testAccessToken)
 	cfg := &push.Config{
-		BaseURL:     expo.srv.URL,
+		BaseURL:     expo.URL,
 		AccessToken: testAccessToken,
 		Templates:   testTemplates(),
 	}

@@ -29,7 +29,7 @@ func TestDeliver(t *testing.T) {
 		require.Equal(t, delivery.KindDelivered, outcome.Kind(), "%v", outcome)
 		require.Regexp(t, `^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`, outcome.Reference())
 
-		got := b.expo.received()
+		got := b.expo.Requests()
 		require.Len(t, got, 1)
 		r := got[0]
 		require.Equal(t, http.MethodPost, r.Method)
@@ -54,7 +54,7 @@ func TestDeliver(t *testing.T) {
 
 		outcome := b.pusher.Deliver(t.Context(), p)
 		require.Equal(t, delivery.KindDelivered, outcome.Kind(), "%v", outcome)
-		got := b.expo.received()
+		got := b.expo.Requests()
 		require.Len(t, got, 1)
 		require.Equal(t, []expoMessage{{
 			To:   p.Recipient,
@@ -66,12 +66,12 @@ func TestDeliver(t *testing.T) {
 	t.Run("NoAccessToken", func(t *testing.T) {
 		t.Parallel()
 		expo := startExpo(t, "")
-		pusher, err := push.New(&push.Config{BaseURL: expo.srv.URL, Templates: testTemplates()})
+		pusher, err := push.New(&push.Config{BaseURL: expo.URL, Templates: testTemplates()})
 		require.NoError(t, err)
 
 		outcome := pusher.Deliver(t.Context(), newPending("comment", commentData()))
 		require.Equal(t, delivery.KindDelivered, outcome.Kind(), "%v", outcome)
-		require.Empty(t, expo.received()[0].Authorization)
+		require.Empty(t, expo.Requests()[0].Authorization)
 	})
 
 	t.Run("RedeliverySendsTwice", func(t *testing.T) {
@@ -92,7 +92,7 @@ func TestDeliver(t *testing.T) {
 
 		require.Equal(t, []string{p.ID.String(), p.ID.String()}, b.expo.keys())
 		require.Equal(t, 2, b.expo.pushes())
-		got := b.expo.received()
+		got := b.expo.Requests()
 		require.Equal(t, got[0].Messages, got[1].Messages)
 	})
 
@@ -121,7 +121,7 @@ func TestDeliver(t *testing.T) {
 				require.Equal(t, delivery.KindReject, outcome.Kind(), "%v", outcome)
 				require.ErrorIs(t, outcome.Reason(), push.ErrInvalidRecipient)
 				require.Equal(t, "push: recipient is not an Expo push token", outcome.Reason().Error())
-				require.Empty(t, b.expo.received())
+				require.Empty(t, b.expo.Requests())
 			})
 		}
 	})
@@ -140,7 +140,7 @@ func TestDeliver(t *testing.T) {
 		require.Equal(t, "text", te.Missing)
 		require.Equal(t, `push: template "comment" needs "text", which the request does not carry`, outcome.Reason().Error())
 		requireClean(t, outcome.Reason(), p)
-		require.Empty(t, b.expo.received())
+		require.Empty(t, b.expo.Requests())
 	})
 
 	t.Run("MissingValueInTitle", func(t *testing.T) {
@@ -153,7 +153,7 @@ func TestDeliver(t *testing.T) {
 		require.True(t, ok, "%v", outcome.Reason())
 		require.Equal(t, "title", te.Part)
 		require.Equal(t, "author", te.Missing)
-		require.Empty(t, b.expo.received())
+		require.Empty(t, b.expo.Requests())
 	})
 
 	t.Run("MissingNestedValue", func(t *testing.T) {
@@ -163,7 +163,7 @@ func TestDeliver(t *testing.T) {
 		outcome := b.pusher.Deliver(t.Context(), newPending("nested", nil))
 		require.Equal(t, delivery.KindReject, outcome.Kind(), "%v", outcome)
 		require.Equal(t, `push: template "nested" needs "user", which the request does not carry`, outcome.Reason().Error())
-		require.Empty(t, b.expo.received())
+		require.Empty(t, b.expo.Requests())
 	})
 
 	t.Run("UnknownTemplate", func(t *testing.T) {
@@ -178,7 +178,7 @@ func TestDeliver(t *testing.T) {
 		outcome = b.pusher.Deliver(t.Context(), newPending("", commentData()))
 		require.Equal(t, delivery.KindReject, outcome.Kind(), "%v", outcome)
 		require.ErrorIs(t, outcome.Reason(), push.ErrUnknownTemplate)
-		require.Empty(t, b.expo.received())
+		require.Empty(t, b.expo.Requests())
 	})
 
 	t.Run("NoID", func(t *testing.T) {
@@ -190,7 +190,7 @@ func TestDeliver(t *testing.T) {
 		outcome := b.pusher.Deliver(t.Context(), p)
 		require.Equal(t, delivery.KindReject, outcome.Kind(), "%v", outcome)
 		require.ErrorIs(t, outcome.Reason(), delivery.ErrNoID)
-		require.Empty(t, b.expo.received())
+		require.Empty(t, b.expo.Requests())
 	})
 
 	t.Run("DeviceNotRegistered", func(t *testing.T) {
@@ -206,7 +206,7 @@ func TestDeliver(t *testing.T) {
 		require.True(t, ok)
 		require.Equal(t, &push.APIError{StatusCode: 200, Ticket: true, Code: "DeviceNotRegistered"}, apiErr)
 		requireClean(t, outcome.Reason(), p, "registered push notification recipient")
-		require.Len(t, b.expo.received(), 1)
+		require.Len(t, b.expo.Requests(), 1)
 	})
 
 	for _, tt := range []struct {
@@ -342,7 +342,7 @@ func TestDeliver(t *testing.T) {
 		t.Run("Answer"+tt.name, func(t *testing.T) {
 			t.Parallel()
 			b := setup(t)
-			b.expo.failWith(tt.status, tt.body, "Location", "/elsewhere")
+			b.expo.FailWith(tt.status, tt.body, "Location", "/elsewhere")
 			p := newPending("comment", commentData())
 
 			outcome := b.pusher.Deliver(t.Context(), p)
@@ -350,14 +350,14 @@ func TestDeliver(t *testing.T) {
 			require.Equal(t, tt.reason, outcome.Reason().Error())
 			require.Zero(t, outcome.After())
 			requireClean(t, outcome.Reason(), p, "html", "unknown error", "same project")
-			require.Len(t, b.expo.received(), 1)
+			require.Len(t, b.expo.Requests(), 1)
 		})
 	}
 
 	t.Run("OkTicketWithOddID", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		b.expo.failWith(200, ticketBody(map[string]any{"status": "ok", "id": "id for " + testRecipient}))
+		b.expo.FailWith(200, ticketBody(map[string]any{"status": "ok", "id": "id for " + testRecipient}))
 
 		outcome := b.pusher.Deliver(t.Context(), newPending("comment", commentData()))
 		require.Equal(t, delivery.Delivered(), outcome)
@@ -366,7 +366,7 @@ func TestDeliver(t *testing.T) {
 	t.Run("TooManyRequestsWithRetryAfter", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		b.expo.failWith(http.StatusTooManyRequests, expoErrorsBody("TOO_MANY_REQUESTS", "slow down"), "Retry-After", "30")
+		b.expo.FailWith(http.StatusTooManyRequests, expoErrorsBody("TOO_MANY_REQUESTS", "slow down"), "Retry-After", "30")
 		p := newPending("comment", commentData())
 
 		outcome := b.pusher.Deliver(t.Context(), p)
@@ -380,7 +380,7 @@ func TestDeliver(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		at := time.Now().Add(time.Hour).UTC().Format(http.TimeFormat)
-		b.expo.failWith(http.StatusServiceUnavailable, "", "Retry-After", at)
+		b.expo.FailWith(http.StatusServiceUnavailable, "", "Retry-After", at)
 
 		outcome := b.pusher.Deliver(t.Context(), newPending("comment", commentData()))
 		require.Equal(t, delivery.KindRetry, outcome.Kind(), "%v", outcome)
@@ -397,13 +397,13 @@ func TestDeliver(t *testing.T) {
 		require.Equal(t, delivery.KindRetry, outcome.Kind(), "%v", outcome)
 		require.ErrorIs(t, outcome.Reason(), context.Canceled)
 		require.Equal(t, "push: provider call cancelled", outcome.Reason().Error())
-		require.Empty(t, b.expo.received())
+		require.Empty(t, b.expo.Requests())
 	})
 
 	t.Run("StalledExpoAndDeadline", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		b.expo.stall()
+		b.expo.Stall()
 		ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 		defer cancel()
 
@@ -413,7 +413,7 @@ func TestDeliver(t *testing.T) {
 		require.Equal(t, delivery.KindRetry, outcome.Kind(), "%v", outcome)
 		require.ErrorIs(t, outcome.Reason(), context.DeadlineExceeded)
 		require.Equal(t, "push: provider call timed out after the delivery's deadline", outcome.Reason().Error())
-		require.Len(t, b.expo.received(), 1)
+		require.Len(t, b.expo.Requests(), 1)
 	})
 
 	t.Run("StalledExpoAndTimeout", func(t *testing.T) {
@@ -425,7 +425,7 @@ func TestDeliver(t *testing.T) {
 			cfg.HTTPClient = &http.Client{Transport: &http.Transport{}}
 			t.Cleanup(cfg.HTTPClient.CloseIdleConnections)
 		})
-		b.expo.stall()
+		b.expo.Stall()
 
 		start := time.Now()
 		outcome := b.pusher.Deliver(t.Context(), newPending("comment", commentData()))

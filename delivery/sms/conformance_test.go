@@ -15,8 +15,8 @@ func TestConformance(t *testing.T) {
 			Delivery: b.sender,
 			Pending:  func() delivery.Pending { return newPending("otp", otpData()) },
 			Keys:     b.twilio.keys,
-			Stall:    b.twilio.stall,
-			Fail:     func(status int, body string) { b.twilio.failWith(status, body) },
+			Stall:    b.twilio.Stall,
+			Fail:     func(status int, body string) { b.twilio.FailWith(status, body) },
 			Secrets:  []string{testAuthToken},
 		}
 	})

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/tidings-go/tidings/delivery"
 	"github.com/tidings-go/tidings/delivery/sms"
+	"github.com/tidings-go/tidings/internal/fakeapi"
 )
 
 const (
@@ -64,39 +64,36 @@ type twilioRequest struct {
 // bodies, records every request, and deduplicates on
 // I-Twilio-Idempotency-Token as Twilio does within its window.
 type fakeTwilio struct {
-	srv  *httptest.Server
-	stop chan struct{} // closed when the test ends: releases a stall
+	*fakeapi.Server[twilioRequest]
 
-	mu       sync.Mutex
-	requests []twilioRequest
-	sids     map[string]string // idempotency token -> the message created
-	sent     int               // messages created
-	stalled  bool
-	fail     *cannedAnswer
-}
-
-// cannedAnswer is an answer the fake gives to every request.
-type cannedAnswer struct {
-	status int
-	body   string
-	header http.Header
+	mu   sync.Mutex
+	sids map[string]string // idempotency token -> the message created
+	sent int               // messages created
 }
 
 // startTwilio starts a fake Twilio, closed when the test ends.
 func startTwilio(t *testing.T) *fakeTwilio {
 	t.Helper()
-	f := &fakeTwilio{stop: make(chan struct{}), sids: map[string]string{}}
-	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
-	t.Cleanup(f.srv.Close)
-	t.Cleanup(func() { close(f.stop) }) // runs first: a stalled handler returns
+	f := &fakeTwilio{sids: map[string]string{}}
+	f.Server = fakeapi.Start(t, readTwilio, f.answer)
 	return f
 }
 
-// received returns a copy of the requests so far.
-func (f *fakeTwilio) received() []twilioRequest {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]twilioRequest(nil), f.requests...)
+// readTwilio reads a request as the fake records it.
+func readTwilio(r *http.Request) twilioRequest {
+	_ = r.ParseForm()
+	user, password, _ := r.BasicAuth()
+	return twilioRequest{
+		Method:         r.Method,
+		Path:           r.URL.Path,
+		User:           user,
+		Password:       password,
+		ContentType:    r.Header.Get("Content-Type"),
+		Accept:         r.Header.Get("Accept"),
+		IdempotencyKey: r.Header.Get("Idempotency-Key"),
+		TwilioToken:    r.Header.Get(sms.TokenHeader),
+		Form:           r.PostForm,
+	}
 }
 
 // messages returns how many messages the fake created.
@@ -109,70 +106,16 @@ func (f *fakeTwilio) messages() int {
 // keys returns the Idempotency-Key of every request so far.
 func (f *fakeTwilio) keys() []string {
 	var keys []string
-	for _, r := range f.received() {
+	for _, r := range f.Requests() {
 		keys = append(keys, r.IdempotencyKey)
 	}
 	return keys
 }
 
-// failWith makes the fake answer every request with status, body and the
-// header pairs in kv.
-func (f *fakeTwilio) failWith(status int, body string, kv ...string) {
-	h := http.Header{}
-	for i := 0; i+1 < len(kv); i += 2 {
-		h.Set(kv[i], kv[i+1])
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.fail = &cannedAnswer{status: status, body: body, header: h}
-}
-
-// stall makes the fake hold every request until the test ends or the
-// client goes away.
-func (f *fakeTwilio) stall() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.stalled = true
-}
-
 var messagesPath = regexp.MustCompile(`^/2010-04-01/Accounts/([^/]+)/Messages\.json$`)
 
-func (f *fakeTwilio) serve(w http.ResponseWriter, r *http.Request) {
-	_ = r.ParseForm()
-	user, password, _ := r.BasicAuth()
-	req := twilioRequest{
-		Method:         r.Method,
-		Path:           r.URL.Path,
-		User:           user,
-		Password:       password,
-		ContentType:    r.Header.Get("Content-Type"),
-		Accept:         r.Header.Get("Accept"),
-		IdempotencyKey: r.Header.Get("Idempotency-Key"),
-		TwilioToken:    r.Header.Get(sms.TokenHeader),
-		Form:           r.PostForm,
-	}
-	f.mu.Lock()
-	f.requests = append(f.requests, req)
-	stalled, fail := f.stalled, f.fail
-	f.mu.Unlock()
-
-	if stalled {
-		select {
-		case <-f.stop:
-		case <-r.Context().Done():
-			panic(http.ErrAbortHandler) // no implicit 200 for a client that gave up
-		}
-		return
-	}
-	if fail != nil {
-		for k, v := range fail.header {
-			w.Header()[k] = v
-		}
-		w.WriteHeader(fail.status)
-		_, _ = w.Write([]byte(fail.body))
-		return
-	}
-
+func (f *fakeTwilio) answer(w http.ResponseWriter, r *http.Request, req twilioRequest) {
+	user, password := req.User, req.Password
 	m := messagesPath.FindStringSubmatch(r.URL.Path)
 	switch {
 	case m == nil:
@@ -271,7 +214,7 @@ func setup(t *testing.T, configure ...func(*sms.Config)) *testBundle {
 	t.Helper()
 	twilio := startTwilio(t)
 	cfg := &sms.Config{
-		BaseURL:    twilio.srv.URL,
+		BaseURL:    twilio.URL,
 		AccountSID: testAccountSID,
 		AuthToken:  testAuthToken,
 		From:       testFrom,

@@ -30,7 +30,7 @@ func TestDeliver(t *testing.T) {
 		require.Equal(t, delivery.KindDelivered, outcome.Kind(), "%v", outcome)
 		require.Regexp(t, `^SM[0-9a-f]{32}$`, outcome.Reference())
 
-		got := b.twilio.received()
+		got := b.twilio.Requests()
 		require.Len(t, got, 1)
 		r := got[0]
 		require.Equal(t, http.MethodPost, r.Method)
@@ -58,7 +58,7 @@ func TestDeliver(t *testing.T) {
 		outcome := b.sender.Deliver(t.Context(), newPending("otp", otpData()))
 		require.Equal(t, delivery.KindDelivered, outcome.Kind(), "%v", outcome)
 
-		got := b.twilio.received()
+		got := b.twilio.Requests()
 		require.Len(t, got, 1)
 		require.Equal(t, testServiceSID, got[0].Form.Get("MessagingServiceSid"))
 		require.NotContains(t, got[0].Form, "From")
@@ -70,7 +70,7 @@ func TestDeliver(t *testing.T) {
 
 		outcome := b.sender.Deliver(t.Context(), newPending("nested", map[string]any{"user": map[string]any{"name": "Ada"}}))
 		require.Equal(t, delivery.KindDelivered, outcome.Kind(), "%v", outcome)
-		require.Equal(t, "Hello Ada", b.twilio.received()[0].Form.Get("Body"))
+		require.Equal(t, "Hello Ada", b.twilio.Requests()[0].Form.Get("Body"))
 	})
 
 	t.Run("RedeliveryCarriesTheSameToken", func(t *testing.T) {
@@ -117,7 +117,7 @@ func TestDeliver(t *testing.T) {
 				require.Equal(t, delivery.KindReject, outcome.Kind(), "%v", outcome)
 				require.ErrorIs(t, outcome.Reason(), sms.ErrInvalidRecipient)
 				require.Equal(t, "sms: recipient is not an E.164 phone number", outcome.Reason().Error())
-				require.Empty(t, b.twilio.received())
+				require.Empty(t, b.twilio.Requests())
 			})
 		}
 	})
@@ -135,7 +135,7 @@ func TestDeliver(t *testing.T) {
 		require.Equal(t, "code", te.Missing)
 		require.Equal(t, `sms: template "otp" needs "code", which the request does not carry`, outcome.Reason().Error())
 		requireClean(t, outcome.Reason(), p)
-		require.Empty(t, b.twilio.received())
+		require.Empty(t, b.twilio.Requests())
 	})
 
 	t.Run("MissingNestedValue", func(t *testing.T) {
@@ -145,7 +145,7 @@ func TestDeliver(t *testing.T) {
 		outcome := b.sender.Deliver(t.Context(), newPending("nested", map[string]any{"user": map[string]any{}}))
 		require.Equal(t, delivery.KindReject, outcome.Kind(), "%v", outcome)
 		require.Equal(t, `sms: template "nested" needs "user.name", which the request does not carry`, outcome.Reason().Error())
-		require.Empty(t, b.twilio.received())
+		require.Empty(t, b.twilio.Requests())
 	})
 
 	t.Run("NilDataIsNoValues", func(t *testing.T) {
@@ -155,7 +155,7 @@ func TestDeliver(t *testing.T) {
 		outcome := b.sender.Deliver(t.Context(), newPending("otp", nil))
 		require.Equal(t, delivery.KindReject, outcome.Kind(), "%v", outcome)
 		require.Contains(t, outcome.Reason().Error(), `needs "code"`)
-		require.Empty(t, b.twilio.received())
+		require.Empty(t, b.twilio.Requests())
 	})
 
 	t.Run("UnknownTemplate", func(t *testing.T) {
@@ -170,7 +170,7 @@ func TestDeliver(t *testing.T) {
 		outcome = b.sender.Deliver(t.Context(), newPending("", otpData()))
 		require.Equal(t, delivery.KindReject, outcome.Kind(), "%v", outcome)
 		require.ErrorIs(t, outcome.Reason(), sms.ErrUnknownTemplate)
-		require.Empty(t, b.twilio.received())
+		require.Empty(t, b.twilio.Requests())
 	})
 
 	t.Run("NoID", func(t *testing.T) {
@@ -182,7 +182,7 @@ func TestDeliver(t *testing.T) {
 		outcome := b.sender.Deliver(t.Context(), p)
 		require.Equal(t, delivery.KindReject, outcome.Kind(), "%v", outcome)
 		require.ErrorIs(t, outcome.Reason(), delivery.ErrNoID)
-		require.Empty(t, b.twilio.received())
+		require.Empty(t, b.twilio.Requests())
 	})
 
 	t.Run("InvalidNumberAtTwilio", func(t *testing.T) {
@@ -198,7 +198,7 @@ func TestDeliver(t *testing.T) {
 		require.True(t, ok)
 		require.Equal(t, &sms.APIError{StatusCode: 400, Code: 21211}, apiErr)
 		requireClean(t, outcome.Reason(), p, "not a valid phone number")
-		require.Len(t, b.twilio.received(), 1)
+		require.Len(t, b.twilio.Requests(), 1)
 	})
 
 	t.Run("WrongCredentials", func(t *testing.T) {
@@ -295,7 +295,7 @@ func TestDeliver(t *testing.T) {
 		t.Run("Answer"+tt.name, func(t *testing.T) {
 			t.Parallel()
 			b := setup(t)
-			b.twilio.failWith(tt.status, tt.body, "Location", "/elsewhere")
+			b.twilio.FailWith(tt.status, tt.body, "Location", "/elsewhere")
 			p := newPending("otp", otpData())
 
 			outcome := b.sender.Deliver(t.Context(), p)
@@ -303,14 +303,14 @@ func TestDeliver(t *testing.T) {
 			require.Equal(t, tt.reason, outcome.Reason().Error())
 			require.Zero(t, outcome.After())
 			requireClean(t, outcome.Reason(), p, "Account not active", "Internal server error", "html")
-			require.Len(t, b.twilio.received(), 1)
+			require.Len(t, b.twilio.Requests(), 1)
 		})
 	}
 
 	t.Run("TooManyRequestsWithRetryAfter", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		b.twilio.failWith(http.StatusTooManyRequests, twilioErrorBody(429, 20429, "Too Many Requests"), "Retry-After", "120")
+		b.twilio.FailWith(http.StatusTooManyRequests, twilioErrorBody(429, 20429, "Too Many Requests"), "Retry-After", "120")
 		p := newPending("otp", otpData())
 
 		outcome := b.sender.Deliver(t.Context(), p)
@@ -323,7 +323,7 @@ func TestDeliver(t *testing.T) {
 	t.Run("UnavailableWithRetryAfter", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		b.twilio.failWith(http.StatusServiceUnavailable, "", "Retry-After", "7")
+		b.twilio.FailWith(http.StatusServiceUnavailable, "", "Retry-After", "7")
 
 		outcome := b.sender.Deliver(t.Context(), newPending("otp", otpData()))
 		require.Equal(t, delivery.KindRetry, outcome.Kind(), "%v", outcome)
@@ -340,13 +340,13 @@ func TestDeliver(t *testing.T) {
 		require.Equal(t, delivery.KindRetry, outcome.Kind(), "%v", outcome)
 		require.ErrorIs(t, outcome.Reason(), context.Canceled)
 		require.Equal(t, "sms: provider call cancelled", outcome.Reason().Error())
-		require.Empty(t, b.twilio.received())
+		require.Empty(t, b.twilio.Requests())
 	})
 
 	t.Run("StalledTwilioAndDeadline", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		b.twilio.stall()
+		b.twilio.Stall()
 		ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 		defer cancel()
 
@@ -356,7 +356,7 @@ func TestDeliver(t *testing.T) {
 		require.Equal(t, delivery.KindRetry, outcome.Kind(), "%v", outcome)
 		require.ErrorIs(t, outcome.Reason(), context.DeadlineExceeded)
 		require.Equal(t, "sms: provider call timed out after the delivery's deadline", outcome.Reason().Error())
-		require.Len(t, b.twilio.received(), 1)
+		require.Len(t, b.twilio.Requests(), 1)
 	})
 
 	t.Run("StalledTwilioAndTimeout", func(t *testing.T) {
@@ -368,7 +368,7 @@ func TestDeliver(t *testing.T) {
 			cfg.HTTPClient = &http.Client{Transport: &http.Transport{}}
 			t.Cleanup(cfg.HTTPClient.CloseIdleConnections)
 		})
-		b.twilio.stall()
+		b.twilio.Stall()
 
 		start := time.Now()
 		outcome := b.sender.Deliver(t.Context(), newPending("otp", otpData()))

@@ -3,9 +3,9 @@ package webhook_test
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/tidings-go/tidings/internal/pgtest"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	pgtest.Main(m)
 }

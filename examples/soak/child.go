@@ -3,17 +3,14 @@ package main
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
-	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/tidings-go/tidings/delivery"
+	"github.com/tidings-go/tidings/internal/child"
 	"github.com/tidings-go/tidings/internal/ledger"
 	"github.com/tidings-go/tidings/notification"
 	"github.com/tidings-go/tidings/relay"
@@ -30,28 +27,21 @@ const (
 // concurrency is the relay's: hands at once, each holding a connection.
 const concurrency = 50
 
-func isChild() bool { return os.Getenv(envChildDSN) != "" }
-
-// runChild runs the relay with the dispatcher until SIGTERM, and returns
-// the process's exit code.
-func runChild() int {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	// Warnings come by the hundred under faults: only errors by default.
-	level := slog.LevelError
-	if os.Getenv("TIDINGS_SOAK_LOG") != "" {
-		level = slog.LevelInfo
-	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	if err := child(ctx, log); err != nil {
-		fmt.Fprintln(os.Stderr, "soak relay:", err)
-		return 2
-	}
-	return 0
+// runChild runs the relay with the dispatcher until SIGTERM when this
+// process is the relay process, and reports whether it was.
+func runChild() bool {
+	return child.Run(envChildDSN, func(ctx context.Context, dsn string) error {
+		// Warnings come by the hundred under faults: only errors by default.
+		level := slog.LevelError
+		if os.Getenv("TIDINGS_SOAK_LOG") != "" {
+			level = slog.LevelInfo
+		}
+		return runRelay(ctx, dsn, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
+	})
 }
 
-func child(ctx context.Context, log *slog.Logger) error {
-	db, err := sql.Open("postgres", os.Getenv(envChildDSN))
+func runRelay(ctx context.Context, dsn string, log *slog.Logger) error {
+	db, err := sql.Open("postgres", dsn)
 	if err != nil {
 		return err
 	}
@@ -102,13 +92,6 @@ func (s stamped) HandleBatch(ctx context.Context, b *relay.Batch) {
 	s.Dispatcher.HandleBatch(ledger.WithHandStart(ctx, time.Now().Round(0)), b)
 }
 
-// childProcess is one run of the relay process.
-type childProcess struct {
-	cmd  *exec.Cmd
-	done chan struct{} // closed when it has exited
-	err  error         // what Wait returned; read after done
-}
-
 // startChild starts the relay process.
 func (s *soak) startChild() error {
 	c, err := s.spawn()
@@ -122,67 +105,24 @@ func (s *soak) startChild() error {
 }
 
 // spawn starts a relay process; the caller makes it s.child.
-func (s *soak) spawn() (*childProcess, error) {
+func (s *soak) spawn() (*child.Process, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), envChildDSN+"="+s.dsn(appRelay), envChildListen+"="+s.dsn(appListen),
-		envChildProvider+"="+s.provider.URL())
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	// The relay dies with this process, even on SIGKILL.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start the relay process: %w", err)
-	}
-	c := &childProcess{cmd: cmd, done: make(chan struct{})}
-	go func() {
-		c.err = cmd.Wait()
-		close(c.done)
-	}()
-	return c, nil
+	return child.Start(self, nil, map[string]string{envChildDSN: s.dsn(appRelay), envChildListen: s.dsn(appListen),
+		envChildProvider: s.provider.URL()}, false)
 }
 
-func (s *soak) currentChild() *childProcess {
+func (s *soak) currentChild() *child.Process {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.child
 }
 
-func (c *childProcess) pid() int { return c.cmd.Process.Pid }
-
-// exited reports whether the process has exited, and how.
-func (c *childProcess) exited() (bool, error) {
-	select {
-	case <-c.done:
-		return true, c.err
-	default:
-		return false, nil
-	}
-}
-
-// kill sends SIGKILL and waits until the process is gone.
-func (c *childProcess) kill() {
-	_ = c.cmd.Process.Signal(syscall.SIGKILL)
-	<-c.done
-}
-
-// stop asks the relay to shut down, and kills it after within.
-func (c *childProcess) stop(within time.Duration) error {
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-c.done:
-		return c.err
-	case <-time.After(within):
-		c.kill()
-		return fmt.Errorf("still running %s after SIGTERM; killed", within)
-	}
-}
-
-// rss reads the process's resident set size, in KiB, from /proc.
-func (c *childProcess) rss() int {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(c.pid()) + "/status")
+// rss reads a process's resident set size, in KiB, from /proc.
+func rss(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
 		return 0
 	}

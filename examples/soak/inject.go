@@ -48,13 +48,13 @@ func (s *soak) inject(ctx context.Context, kind string) (string, error) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		old := s.child
-		_ = s.faults.Inject(kind, func() error { old.kill(); return nil })
+		_ = s.faults.Inject(kind, func() error { return old.Kill() })
 		c, err := s.spawn()
 		if err != nil {
-			return "killed pid " + fmt.Sprint(old.pid()), err
+			return "killed pid " + fmt.Sprint(old.PID()), err
 		}
 		s.child = c
-		return fmt.Sprintf("SIGKILL pid %d, started pid %d", old.pid(), c.pid()), nil
+		return fmt.Sprintf("SIGKILL pid %d, started pid %d", old.PID(), c.PID()), nil
 
 	case "terminate":
 		tick := time.NewTicker(stormEvery)

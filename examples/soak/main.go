@@ -50,6 +50,7 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/tidings-go/tidings"
+	"github.com/tidings-go/tidings/internal/child"
 	"github.com/tidings-go/tidings/internal/ledger"
 	"github.com/tidings-go/tidings/internal/pgtemp"
 	"github.com/tidings-go/tidings/notification"
@@ -85,8 +86,8 @@ type options struct {
 }
 
 func main() {
-	if isChild() {
-		os.Exit(runChild())
+	if runChild() {
+		return
 	}
 	var o options
 	var faults string
@@ -136,7 +137,7 @@ type soak struct {
 	faults   ledger.Faults
 
 	mu     sync.Mutex
-	child  *childProcess
+	child  *child.Process
 	known  []string // ids whose staging committed
 	failed int      // staging batches that failed (the server was away)
 	counts map[string]int
@@ -177,11 +178,11 @@ func run(ctx context.Context, out io.Writer, o options) (ok bool, err error) {
 	if err := s.startChild(); err != nil {
 		return false, err
 	}
-	defer func() { s.currentChild().kill() }()
+	defer func() { _ = s.currentChild().Kill() }()
 
 	fmt.Fprintf(out, "soak: %s, %g min at %d events/s, faults %q about every %s, relay in pid %d\n",
 		time.Now().UTC().Format(time.RFC3339), o.minutes, o.rate, strings.Join(s.opts.faults, ","), o.faultInterval,
-		s.currentChild().pid())
+		s.currentChild().PID())
 	start := time.Now()
 	runFor := time.Duration(o.minutes * float64(time.Minute))
 	loadCtx, stopLoad := context.WithTimeout(ctx, runFor)
@@ -207,7 +208,7 @@ func run(ctx context.Context, out io.Writer, o options) (ok bool, err error) {
 		fmt.Fprintf(out, "the queue did not drain within %s\n", o.drain)
 	}
 
-	if err := s.currentChild().stop(30 * time.Second); err != nil {
+	if err := s.currentChild().Stop(30 * time.Second); err != nil {
 		fmt.Fprintln(out, "the relay process did not stop cleanly:", err)
 	}
 	return s.settle(ctx, start, drained)

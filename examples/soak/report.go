@@ -44,12 +44,13 @@ func (s *soak) reportLoop(ctx context.Context, start time.Time) {
 func (s *soak) checkChild(start time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	gone, err := s.child.exited()
-	if !gone {
+	select {
+	case <-s.child.Done():
+	default:
 		return
 	}
 	s.rep.crashes++
-	fmt.Fprintf(s.out, "%s the relay process %d exited by itself (%v); starting another\n", since(start), s.child.pid(), err)
+	fmt.Fprintf(s.out, "%s the relay process %d exited by itself (%v); starting another\n", since(start), s.child.PID(), s.child.Err())
 	if c, err := s.spawn(); err == nil {
 		s.child = c
 	} else {
@@ -97,7 +98,7 @@ func (s *soak) report(ctx context.Context, start, now time.Time) {
 	r.processed, r.at = processed, now
 
 	s.mu.Lock()
-	rss := s.child.rss()
+	mem := rss(s.child.PID())
 	var faults []string
 	for _, k := range allFaults {
 		if n := s.counts[k]; n > 0 {
@@ -107,7 +108,7 @@ func (s *soak) report(ctx context.Context, start, now time.Time) {
 	s.mu.Unlock()
 	fmt.Fprintf(s.out, "%6s %8d %9d %8.1f %5d %6d %8d %7.1f %7.1f %7.1f %s\n",
 		since(start), staged, processed, rate, receipts-distinct, pending, deadTup,
-		ms(ledger.Percentile(window, 50)), ms(ledger.Percentile(window, 99)), float64(rss)/1024,
+		ms(ledger.Percentile(window, 50)), ms(ledger.Percentile(window, 99)), float64(mem)/1024,
 		strings.Join(faults, ","))
 }
 

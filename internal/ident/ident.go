@@ -10,6 +10,10 @@ import (
 // MaxLen is the longest identifier PostgreSQL keeps whole (NAMEDATALEN - 1).
 const MaxLen = 63
 
+// SchemaDefault is the schema of the library's tables when none is named;
+// tidings.SchemaDefault exports it.
+const SchemaDefault = "tidings"
+
 // SchemaMaxLen is the longest schema name: its NOTIFY channel, the name
 // followed by ChannelSuffix, must fit MaxLen too.
 const SchemaMaxLen = MaxLen - len(ChannelSuffix)

@@ -1,8 +1,10 @@
 package httpcall
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -56,6 +58,21 @@ func (c *Caller) Call(ctx context.Context, req *http.Request, key string) (resp 
 		return Response{}, delivery.Retry(&reasonError{msg: c.TimeoutText + " (" + c.Timeout.String() + ")", err: out.Reason()}), false
 	}
 	return Response{}, Prefix(c.Name, out), false
+}
+
+// Configure completes c from its module's Config: timeout is
+// Config.Timeout, zero meaning def; without a Config.HTTPClient (c.Client
+// nil) c gets a client that follows no redirect and gives up after the
+// timeout. A negative timeout is an error naming Config.Timeout.
+func (c *Caller) Configure(timeout, def time.Duration) error {
+	if timeout < 0 {
+		return fmt.Errorf("%s: Config.Timeout is negative: %s", c.Name, timeout)
+	}
+	c.Timeout = cmp.Or(timeout, def)
+	if c.Client == nil {
+		c.Client = &http.Client{Timeout: c.Timeout, CheckRedirect: NoRedirect}
+	}
+	return nil
 }
 
 // NoRedirect is an [http.Client] CheckRedirect that makes the client

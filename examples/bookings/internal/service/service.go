@@ -71,7 +71,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener) error {
 	if err := Migrate(ctx, cfg.DB); err != nil {
 		return err
 	}
-	ia, err := inapp.New(cfg.DB, "")
+	ia, err := inapp.New(&inapp.Config{DB: cfg.DB})
 	if err != nil {
 		return err
 	}
