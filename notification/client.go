@@ -167,19 +167,26 @@ func (c *Client) Wait(ctx context.Context, id uuid.UUID) (Status, error) {
 // Cancel cancels the pending request id and returns its status after the
 // attempt: cancelled, or the state it had already reached (processed: it
 // was delivered, and the cancel came too late). If a delivery of it is
-// running, Cancel waits for it to end: its claim in the inbox decides, and
-// the delivery writes its outcome in the claim's transaction.
+// running, Cancel waits for it to end: its claim in the inbox decides.
+// When the delivery won, Cancel waits, as Wait does, until its outcome is
+// written (with the claim, or by the relay right after it).
 func (c *Client) Cancel(ctx context.Context, id uuid.UUID) (Status, error) {
-	if err := c.cancel(ctx, id); err != nil {
+	delivered, err := c.cancel(ctx, id)
+	if err != nil {
 		return Status{Status: relay.Status{ID: id}}, err
+	}
+	if delivered {
+		return c.Wait(ctx, id)
 	}
 	return c.Status(ctx, id)
 }
 
-func (c *Client) cancel(ctx context.Context, id uuid.UUID) error {
+// cancel cancels id if it is pending and no delivery claimed it, and
+// reports whether a delivery did.
+func (c *Client) cancel(ctx context.Context, id uuid.UUID) (delivered bool, err error) {
 	tx, err := c.db.BeginTx(ctx, claimTx)
 	if err != nil {
-		return fmt.Errorf("notification: cancel: %w", err)
+		return false, fmt.Errorf("notification: cancel: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
 	// The claim first, as a delivery takes it: a running delivery holds
@@ -189,17 +196,17 @@ func (c *Client) cancel(ctx context.Context, id uuid.UUID) error {
 	// cancel.
 	first, err := c.inbox.Once(ctx, tx, c.consumer, id)
 	if err != nil || !first {
-		return err
+		return !first, err
 	}
 	// A record that is no longer pending keeps its state, and no claim:
 	// a dead one re-emitted later must still be delivered.
 	if cancelled, err := c.ob.Cancel(ctx, tx, id); err != nil || !cancelled {
-		return err
+		return false, err
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("notification: cancel: commit: %w", err)
+		return false, fmt.Errorf("notification: cancel: commit: %w", err)
 	}
-	return nil
+	return false, nil
 }
 
 // DeadFilter selects dead requests. A zero field selects everything on it.

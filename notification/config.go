@@ -45,11 +45,16 @@ const (
 	CommitAuto Commit = iota
 	// CommitEach gives every request a transaction and a commit of its
 	// own: the smallest window in which a crash or a lost commit makes the
-	// provider see a request twice, at the price of one commit each.
+	// provider see a request twice, at the price of one commit each. The
+	// transaction commits the delivery's inbox claim; the relay writes the
+	// outcome after it, with other requests' outcomes in one statement
+	// (until then Status says pending, and the claim already keeps the
+	// request from being delivered again).
 	CommitEach
 	// CommitShared lets the requests of one claimed batch and channel share
 	// a transaction and its commit: one commit for the lot, and one
-	// statement for their claims and one for their outcomes. A commit that
+	// statement for their claims and one for their outcomes, which commit
+	// with the claims. A commit that
 	// fails or loses its answer offers every delivered request of the lot
 	// again, each under its own idempotency key. A slow delivery holds the
 	// commit of the others no longer than the delivery timeout.

@@ -55,10 +55,10 @@ func TestFaultConnectionCutAtCommitIsUnsureNeverDead(t *testing.T) {
 		// The commit never reached the server: delivered again, under
 		// the same key.
 		{tcpproxy.Before, 2, 1},
-		// It committed, claim and outcome together; only its answer was
-		// lost: the relay's fallback settle is fenced off, and the
-		// request is not handed again.
-		{tcpproxy.After, 1, 0},
+		// The claim committed; only the answer was lost: offered again,
+		// the request finds its committed claim and is done without a
+		// second provider call.
+		{tcpproxy.After, 1, 1},
 	} {
 		t.Run(tc.when.String(), func(t *testing.T) {
 			t.Parallel()
@@ -203,7 +203,10 @@ func TestFaultProviderSlowerThanTheLease(t *testing.T) {
 		st = b.status(t, id)
 		require.Equal(t, relay.StateProcessed, st.State)
 		require.Zero(t, st.Attempts)
-		require.Equal(t, 2, st.Hands)
+		// Two hands, or three: the second hand may outlive its lease too,
+		// waiting on the first one's claim, and a third then finds the
+		// second's committed claim and is done without a provider call.
+		require.GreaterOrEqual(t, st.Hands, 2)
 		require.Equal(t, 1, b.claims(t, id))
 		require.EqualValues(t, 2, calls.Load(), "the provider saw the same id twice")
 	})

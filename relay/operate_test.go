@@ -95,7 +95,13 @@ func TestOperate(t *testing.T) {
 		b := setup(t)
 		killAll(t, b, 2)
 		b.stage(t, 2500)
-		stop := supervise(t, b.db, b.config(t), newRecorder(nil))
+		// A retry first, so each record has an entry in the timeline table.
+		stop := supervise(t, b.db, b.config(t), newRecorder(func(_ context.Context, rec relay.Record) relay.Result {
+			if rec.Attempts == 0 {
+				return relay.Retry(0, errors.New("busy"))
+			}
+			return relay.Done()
+		}))
 		b.eventually(t, "processed_at IS NOT NULL", 2500, 30*time.Second)
 		stop()
 		pendingID := b.stage(t, 1)[0]
@@ -113,7 +119,7 @@ func TestOperate(t *testing.T) {
 				count(*) FILTER (WHERE NOT EXISTS (SELECT 1 FROM "`+b.schema+`".outbox o WHERE o.id = t.record_id))
 			FROM "`+b.schema+`".timeline t`).Scan(&entries, &orphans))
 		require.Zero(t, orphans, "a purged record's timeline goes with it")
-		require.Equal(t, 12, entries, "the timelines of the records kept stay")
+		require.Equal(t, 12, entries, "the timelines of the records kept stay: a retry each, and the deaths")
 	})
 
 	t.Run("StatsCountsByLaneAndCode", func(t *testing.T) {

@@ -183,10 +183,11 @@ func newQueries(schema string) queries {
 		// sink's transaction runs after the sink's work, and a retry's
 		// delay counts from the answer, not from the transaction's start.
 		//
-		// Every settled row appends its timeline entry in the same
-		// statement: the outcome, its code and reason (or result), the
-		// hand, how long the hand took, and the next due time of a row
-		// that stays pending.
+		// Every settled row but a done one appends its timeline entry in
+		// the same statement: the outcome, its code and reason, the hand,
+		// how long the hand took, and the next due time of a row that
+		// stays pending. A done row is its own last entry: Status reads it
+		// from processed_at, result, code, answered_hand and took_ms.
 		settle: r.Replace(`WITH up AS (
 				UPDATE {t} o SET
 					processed_at = CASE WHEN r.outcome = 'done' THEN clock_timestamp() END,
@@ -199,6 +200,7 @@ func newQueries(schema string) queries {
 					hands = o.hands - CASE WHEN r.outcome IN ('release', 'unsure') THEN 1 ELSE 0 END,
 					answered_hand = o.hands - CASE WHEN r.outcome IN ('release', 'unsure') THEN 1 ELSE 0 END,
 					unsure = o.unsure + CASE WHEN r.outcome = 'unsure' THEN 1 ELSE 0 END,
+					took_ms = round(r.took * 1000)::int,
 					available_at = CASE r.outcome
 						WHEN 'retry' THEN clock_timestamp() + make_interval(secs => r.delay)
 						WHEN 'unsure' THEN clock_timestamp() + make_interval(secs => r.delay)
@@ -211,7 +213,7 @@ func newQueries(schema string) queries {
 			INSERT INTO {timeline} (record_id, event, hand, code, reason, detail)
 			SELECT id, outcome, hands, code, text, jsonb_build_object('took_ms', round(took * 1000)::bigint)
 				|| CASE WHEN outcome IN ('retry', 'unsure', 'release') THEN jsonb_build_object('due', available_at) ELSE '{}' END
-			FROM up`),
+			FROM up WHERE outcome <> 'done'`),
 
 		// Start-up check, one round trip: the table is readable, and the
 		// session's idle_in_transaction_session_timeout (ms; 0 is none).
@@ -258,7 +260,8 @@ func newQueries(schema string) queries {
 			SELECT id FROM gone`),
 
 		status: r.Replace(`SELECT module, lane, kind, created_at, available_at, attempts, hands, unsure, last_error, code,
-				result, processed_at, failed_at, failure_reason, cancelled_at, correlation_id, causation_id, headers
+				result, processed_at, failed_at, failure_reason, cancelled_at, correlation_id, causation_id, headers,
+				answered_hand, took_ms
 			FROM {t} WHERE id = $1`),
 		timeline: r.Replace(`SELECT at, event, hand, code, reason, detail FROM {timeline}
 			WHERE record_id = $1 ORDER BY at`),

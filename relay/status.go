@@ -74,7 +74,9 @@ type Status struct {
 }
 
 // Entry is one change in a record's timeline, written in the transaction
-// that made the change.
+// that made the change. The first (staged) and a last done are read from
+// the record's row, which that transaction wrote: a record delivered at
+// its first hand has no entry of its own in the timeline table.
 type Entry struct {
 	At    time.Time
 	Event string // staged, done, retry, dead, unsure, release, lost, cancelled, reemitted
@@ -125,9 +127,10 @@ func (o *Outbox) Status(ctx context.Context, q dbtx.Queryer, id uuid.UUID) (Stat
 	var processed, failed, cancelled sql.NullTime
 	var reason sql.NullString
 	var headers []byte
+	var answeredHand, tookMS int
 	err := q.QueryRowContext(ctx, o.q.status, id).Scan(&st.Module, &st.Lane, &st.Kind, &st.CreatedAt, &st.NextAttempt,
 		&st.Attempts, &st.Hands, &st.Unsure, &st.LastError, &st.Code, &st.Result, &processed, &failed, &reason, &cancelled,
-		&st.CorrelationID, &st.CausationID, &headers)
+		&st.CorrelationID, &st.CausationID, &headers, &answeredHand, &tookMS)
 	if errors.Is(err, sql.ErrNoRows) {
 		return st, ErrNotFound
 	}
@@ -148,6 +151,10 @@ func (o *Outbox) Status(ctx context.Context, q dbtx.Queryer, id uuid.UUID) (Stat
 		return st, err
 	}
 	st.Timeline = append([]Entry{staged}, st.Timeline...)
+	if processed.Valid {
+		st.Timeline = append(st.Timeline, Entry{At: processed.Time, Event: "done", Hand: answeredHand, Code: st.Code,
+			Reason: st.Result, Detail: map[string]any{"took_ms": float64(tookMS)}})
+	}
 	switch {
 	case processed.Valid:
 		st.State, st.SettledAt = StateProcessed, processed.Time

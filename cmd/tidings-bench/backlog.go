@@ -31,6 +31,7 @@ type childConfig struct {
 	Commit     string `json:"commit"`
 	Batch      int    `json:"batch"`
 	Conc       int    `json:"concurrency"`
+	Lane       int    `json:"lane_limit"`
 	CPUProfile string `json:"cpuprofile,omitempty"`
 }
 
@@ -64,7 +65,7 @@ func runChild(ctx context.Context, arg string) error {
 		return err
 	}
 	defer func() { _ = stopProfile() }()
-	dc := drainConfig{commit: cc.Commit, batch: cc.Batch, conc: cc.Conc}
+	dc := drainConfig{commit: cc.Commit, batch: cc.Batch, conc: cc.Conc, lane: cc.Lane}
 	db, err := openPool(ctx, cc.DSN, dc.poolSize())
 	if err != nil {
 		return err
@@ -169,7 +170,7 @@ func backlogOnce(ctx context.Context, cfg config, srv server, postmaster, size i
 		return r, err
 	}
 	arg, err := json.Marshal(childConfig{DSN: srv.dsn, Schema: s.name, Expect: size, Commit: dc.commit,
-		Batch: dc.batch, Conc: dc.conc, CPUProfile: profile})
+		Batch: dc.batch, Conc: dc.conc, Lane: dc.lane, CPUProfile: profile})
 	if err != nil {
 		return r, err
 	}

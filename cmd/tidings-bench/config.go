@@ -96,7 +96,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&commits, "commit", "each,shared", "drain: how the channel's claims commit: each (notification.CommitEach) or shared (CommitShared)")
 	fs.StringVar(&batches, "batch", "50", "drain: relay BatchSize values")
 	fs.StringVar(&conc, "concurrency", "50", "drain: relay Concurrency values")
-	fs.StringVar(&drains, "drain", "", "drain: explicit settings as commit/BatchSize/Concurrency triples, e.g. each/50/50,shared/500/500; overrides -commit, -batch and -concurrency")
+	fs.StringVar(&drains, "drain", "", "drain: explicit settings as commit/BatchSize/Concurrency triples, e.g. each/50/50,shared/500/500, with an optional fourth LaneLimit (each/50/50/50; the relay's default otherwise); overrides -commit, -batch and -concurrency")
 	fs.IntVar(&c.stageChunk, "stage-chunk", 5000, "requests per StageBatch when staging a backlog")
 
 	fs.IntVar(&c.rate, "rate", 1000, "steady: requests staged per second, one per transaction")
@@ -164,10 +164,14 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 			t = strings.TrimSpace(t)
 			mode, rest, _ := strings.Cut(t, "/")
 			v, err := ints(strings.ReplaceAll(rest, "/", ","), 1)
-			if _, merr := commitModes(mode); err != nil || merr != nil || len(v) != 2 {
-				return c, fail("drain", fmt.Errorf("%q: want commit/BatchSize/Concurrency, commit each or shared", t))
+			if _, merr := commitModes(mode); err != nil || merr != nil || len(v) < 2 || len(v) > 3 {
+				return c, fail("drain", fmt.Errorf("%q: want commit/BatchSize/Concurrency[/LaneLimit], commit each or shared", t))
 			}
-			c.drains = append(c.drains, drainConfig{commit: mode, batch: v[0], conc: v[1]})
+			d := drainConfig{commit: mode, batch: v[0], conc: v[1]}
+			if len(v) == 3 {
+				d.lane = v[2]
+			}
+			c.drains = append(c.drains, d)
 		}
 	}
 	if c.steadyCommits, err = commitModes(steadyCommits); err != nil {

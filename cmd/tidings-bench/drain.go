@@ -20,14 +20,19 @@ import (
 type drainConfig struct {
 	commit      string
 	batch, conc int
+	lane        int // LaneLimit; 0 is the relay's default
 }
 
 func (d drainConfig) String() string {
-	return fmt.Sprintf("commit %s, BatchSize %d, Concurrency %d", d.commit, d.batch, d.conc)
+	s := fmt.Sprintf("commit %s, BatchSize %d, Concurrency %d", d.commit, d.batch, d.conc)
+	if d.lane > 0 {
+		s += fmt.Sprintf(", LaneLimit %d", d.lane)
+	}
+	return s
 }
 
 func (d drainConfig) key() string {
-	return fmt.Sprintf("%s/b%d/c%d", d.commit, d.batch, d.conc)
+	return fmt.Sprintf("%s/b%d/c%d/l%d", d.commit, d.batch, d.conc, d.lane)
 }
 
 // mode is the notification.Commit of d.commit.
@@ -49,7 +54,8 @@ func (d drainConfig) poolSize() int {
 }
 
 func (d drainConfig) relayConfig(s benchSchema, listenDSN string) relay.Config {
-	return relay.Config{Module: module, Schema: s.name, ListenDSN: listenDSN, BatchSize: d.batch, Concurrency: d.conc}
+	return relay.Config{Module: module, Schema: s.name, ListenDSN: listenDSN, BatchSize: d.batch, Concurrency: d.conc,
+		LaneLimit: d.lane}
 }
 
 func (d drainConfig) dispatcher(dl delivery.Delivery) (*notification.Dispatcher, error) {

@@ -1,3 +1,3 @@
 DROP INDEX outbox_dead_code;
 DROP TABLE timeline;
-ALTER TABLE outbox DROP COLUMN answered_hand, DROP COLUMN code;
+ALTER TABLE outbox DROP COLUMN took_ms, DROP COLUMN answered_hand, DROP COLUMN code;

@@ -1,9 +1,12 @@
 -- A timeline per record: every change of its state appends an entry, in
--- the transaction that makes the change. The staging itself is the
--- record's row (created_at, headers), so it needs no entry.
+-- the transaction that makes the change. The staging and the final "done"
+-- are the record's row itself (created_at and headers; processed_at,
+-- result, code, answered_hand and took_ms), so the common life, staged and
+-- done at the first hand, writes no entry.
 ALTER TABLE outbox
-    ADD COLUMN code text NOT NULL DEFAULT '',        -- machine code of the last error, the failure or the result
-    ADD COLUMN answered_hand int NOT NULL DEFAULT 0; -- the hands count after the last answer: below hands, a hand was lost
+    ADD COLUMN code text NOT NULL DEFAULT '',         -- machine code of the last error, the failure or the result
+    ADD COLUMN answered_hand int NOT NULL DEFAULT 0,  -- the hands count after the last answer: below hands, a hand was lost
+    ADD COLUMN took_ms int NOT NULL DEFAULT 0;        -- how long the last answered hand took
 
 CREATE TABLE timeline (
     record_id uuid        NOT NULL,

@@ -1,11 +1,12 @@
 -- One delivery transaction of {k} outbox rows, as the dispatcher's claim
--- transaction does it in SQL alone: claim due rows with the relay's CTE
--- shape (FOR UPDATE SKIP LOCKED), insert their inbox claims in id order,
+-- transaction does it in SQL alone: claim one lane's due rows with the
+-- relay's CTE shape (FOR UPDATE SKIP LOCKED, through the due index that
+-- leads with module and lane), insert their inbox claims in id order,
 -- mark them processed, commit. {s} is the schema.
 BEGIN;
 WITH due AS (
         SELECT id FROM {s}.outbox
-        WHERE module = 'bench' AND processed_at IS NULL AND failed_at IS NULL AND cancelled_at IS NULL
+        WHERE module = 'bench' AND lane = 'mail' AND processed_at IS NULL AND failed_at IS NULL AND cancelled_at IS NULL
             AND available_at <= now()
         ORDER BY available_at
         LIMIT {k}
