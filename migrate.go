@@ -9,14 +9,15 @@ import (
 	"github.com/tidings-go/tidings/inbox"
 	"github.com/tidings-go/tidings/internal/ident"
 	"github.com/tidings-go/tidings/internal/migrate"
+	"github.com/tidings-go/tidings/notification"
 	"github.com/tidings-go/tidings/relay"
 )
 
 // SchemaDefault is the schema of the library's tables when none is named.
 const SchemaDefault = ident.SchemaDefault
 
-// Migrate creates or updates every table of the library (the outbox and
-// the inbox) in schema, "" meaning SchemaDefault, in one transaction. It
+// Migrate creates or updates every table of the library (the outbox, the
+// inbox and the recipient rules' tables) in schema, "" meaning SchemaDefault, in one transaction. It
 // takes an advisory lock on the schema, so many processes may call it at
 // once, and leaves an up-to-date schema alone. The schema name must be a
 // lower-case identifier of at most 63 bytes; anything else is an error and
@@ -32,7 +33,8 @@ func Migrate(ctx context.Context, db *sql.DB, schema string) error {
 	}
 	return migrate.Apply(ctx, db, schema,
 		migrate.Set{Component: "relay", FS: relay.Migrations()},
-		migrate.Set{Component: "inbox", FS: inbox.Migrations()})
+		migrate.Set{Component: "inbox", FS: inbox.Migrations()},
+		migrate.Set{Component: "notification", FS: notification.Migrations()})
 }
 
 // MigrationTool is a migration tool whose file layout MigrationFiles
@@ -54,7 +56,8 @@ const (
 
 // MigrationFiles returns the SQL migrations of one component laid out for
 // tool, made from migrations, the component's own files as
-// relay.Migrations, inbox.Migrations and inapp.Migrations return them. The
+// relay.Migrations, inbox.Migrations, notification.Migrations and
+// inapp.Migrations return them. The
 // files are made on each call, from whatever versions the component has;
 // the result is read-only and safe for concurrent use. An unknown tool, or
 // files that break the layout (a bad name, two files for one version, an

@@ -42,6 +42,7 @@ var everyComponent = []struct {
 }{
 	{component{name: "relay", fs: relay.Migrations()}, "relay/migrations"},
 	{component{name: "inbox", fs: inbox.Migrations()}, "inbox/migrations"},
+	{component{name: "notification", fs: notification.Migrations()}, "notification/migrations"},
 	{component{name: "inapp", fs: inapp.Migrations()}, "delivery/inapp/migrations"},
 }
 

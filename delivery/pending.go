@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"maps"
 	"time"
 
 	"github.com/google/uuid"
@@ -36,6 +37,18 @@ type Pending struct {
 	// values. A delivery must not modify it.
 	Data map[string]any
 
+	// Secrets are template values that only the rendered message may
+	// carry, such as a verification code: a module that renders a
+	// template gives it Data and Secrets together (see TemplateData); one
+	// that stores or forwards the request as it is (in-app, webhook) leaves
+	// them out. Never log them, never put them into a reason. They are
+	// erased from the database once the request ends.
+	Secrets map[string]string
+
+	// Category is what the request is about, such as "booking" or
+	// "security", as staged. It may be empty.
+	Category string
+
 	// CorrelationID is the correlation id of the write that staged the
 	// request. It may be empty.
 	CorrelationID string
@@ -53,4 +66,19 @@ type Pending struct {
 
 	// StagedAt is when the request was staged, by the database clock.
 	StagedAt time.Time
+}
+
+// TemplateData returns the values a template of p renders with: Data and
+// Secrets in one map (a key is in one of them only). It is Data itself
+// when there are no secrets.
+func (p Pending) TemplateData() map[string]any {
+	if len(p.Secrets) == 0 {
+		return p.Data
+	}
+	m := make(map[string]any, len(p.Data)+len(p.Secrets))
+	maps.Copy(m, p.Data)
+	for k, v := range p.Secrets {
+		m[k] = v
+	}
+	return m
 }

@@ -43,6 +43,7 @@ type Client struct {
 	ob       *relay.Outbox
 	inbox    *inbox.Inbox
 	consumer string
+	policy   policyQueries
 }
 
 // NewClient returns a Client of the tables of cfg.Schema, reached through
@@ -65,7 +66,7 @@ func NewClient(db *sql.DB, cfg *ClientConfig) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	return &Client{db: db, ob: ob, inbox: ib, consumer: c.Consumer}, nil
+	return &Client{db: db, ob: ob, inbox: ib, consumer: c.Consumer, policy: newPolicyQueries(cmp.Or(c.Schema, ident.SchemaDefault))}, nil
 }
 
 // defaultClient stages into the default schema for the package-level Stage
@@ -115,14 +116,20 @@ type Status struct {
 	relay.Status
 	// Channel is the request's channel (its relay lane).
 	Channel string
+	// Outcome is what became of a processed request: delivered, or
+	// stopped by a recipient rule (skipped, expired, duplicate); "" for a
+	// request that is not processed.
+	Outcome Outcome
 	// Reference is the provider's reference of a delivered request (the
-	// relay's Result), or "".
+	// relay's Result), or of the request a duplicate duplicates; "" for
+	// any other.
 	Reference string
 }
 
 // Status returns what is known of the request id: pending (with its
 // attempts, next attempt and last reason: zero attempts means not tried
-// yet), processed (delivered: when, and the provider's reference), dead
+// yet), processed (delivered, with when and the provider's reference, or
+// stopped by a recipient rule: see Outcome and the timeline), dead
 // (why, and the reason's code) or cancelled, with its correlation and
 // trace ids and its timeline, every life of it included: a request that
 // died and was re-emitted shows both. It is relay.ErrNotFound for an
@@ -131,7 +138,10 @@ func (c *Client) Status(ctx context.Context, id uuid.UUID) (Status, error) {
 	st, err := c.ob.Status(ctx, c.db, id)
 	out := Status{Status: st, Channel: st.Lane}
 	if st.State == relay.StateProcessed {
-		out.Reference = st.Result
+		out.Outcome = outcomeOf(st.Code)
+		if out.Outcome == OutcomeDelivered || out.Outcome == OutcomeDuplicate {
+			out.Reference = st.Result
+		}
 	}
 	return out, err
 }

@@ -29,6 +29,11 @@ const (
 	// InboxRetentionDefault outlives the relay's RetentionDefault, so a
 	// claim outlives every redelivery of its request.
 	InboxRetentionDefault = 4 * relay.RetentionDefault
+	// QuietHoursJitterDefault spreads the requests a quiet window held
+	// back over five minutes after it ends.
+	QuietHoursJitterDefault = 5 * time.Minute
+	// DedupRetentionDefault remembers dedup keys as long as inbox claims.
+	DedupRetentionDefault = InboxRetentionDefault
 )
 
 // ErrConfig marks an invalid Config; the error names the field.
@@ -101,6 +106,25 @@ type Config struct {
 	// schedule (retrypolicy.Policy.Span). Default 28 days.
 	InboxRetention time.Duration
 
+	// Categories declares the categories requests may name
+	// (Request.Category): which are critical, and the defaults per
+	// channel where a subject has no preference. A request of a category
+	// not declared here is dead with the code category.unknown. Nil
+	// declares none and accepts any category, on by default everywhere.
+	Categories map[string]Category
+
+	// QuietHoursJitter spreads the requests that quiet hours deferred over
+	// this long after their window ends, so that a morning does not start
+	// with a burst. Default QuietHoursJitterDefault (5 minutes); negative
+	// means none.
+	QuietHoursJitter time.Duration
+
+	// DedupRetention is how long a dedup key (Request.DedupKey) is
+	// remembered after the delivery that claimed it: a request with the
+	// key that comes due later is delivered again. Default
+	// DedupRetentionDefault (28 days).
+	DedupRetention time.Duration
+
 	// Logger receives the dispatcher's logs. Nil discards them.
 	Logger *slog.Logger
 
@@ -119,6 +143,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.InboxRetention == 0 {
 		c.InboxRetention = InboxRetentionDefault
+	}
+	if c.QuietHoursJitter == 0 {
+		c.QuietHoursJitter = QuietHoursJitterDefault
+	}
+	if c.DedupRetention == 0 {
+		c.DedupRetention = DedupRetentionDefault
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -157,6 +187,19 @@ func (c Config) validate() error {
 	}
 	if c.InboxRetention < 0 {
 		return fmt.Errorf("%w: InboxRetention is negative", ErrConfig)
+	}
+	if c.DedupRetention < 0 {
+		return fmt.Errorf("%w: DedupRetention is negative", ErrConfig)
+	}
+	for name, cat := range c.Categories {
+		if err := ident.Check("Categories key", name); err != nil {
+			return fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		for channel := range cat.Defaults {
+			if _, ok := c.Deliveries[channel]; !ok && channel != "" {
+				return fmt.Errorf("%w: Categories[%q].Defaults[%q] names no channel of Deliveries", ErrConfig, name, channel)
+			}
+		}
 	}
 	return nil
 }

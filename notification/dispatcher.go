@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,9 +13,11 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/lib/pq"
 
 	"github.com/tidings-go/tidings/delivery"
 	"github.com/tidings-go/tidings/inbox"
+	"github.com/tidings-go/tidings/internal/purge"
 	"github.com/tidings-go/tidings/relay"
 )
 
@@ -67,6 +70,7 @@ type binding struct {
 	db      *sql.DB
 	schema  string
 	inbox   *inbox.Inbox
+	policy  policyQueries
 	timeout time.Duration // the DeliveryTimeout in effect
 }
 
@@ -157,7 +161,7 @@ func (d *Dispatcher) Prepare(_ context.Context, db *sql.DB, rc relay.Config) err
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	d.bound = &binding{db: db, schema: rc.Schema, inbox: ib, timeout: timeout}
+	d.bound = &binding{db: db, schema: rc.Schema, inbox: ib, policy: newPolicyQueries(rc.Schema), timeout: timeout}
 	return nil
 }
 
@@ -185,6 +189,7 @@ func (d *Dispatcher) Handle(ctx context.Context, rec relay.Record) relay.Result 
 type job struct {
 	i   int // its index in the batch
 	rec relay.Record
+	req payload
 	ch  channel
 	p   delivery.Pending
 }
@@ -196,6 +201,7 @@ type job struct {
 // every other request through one of its own, all at once.
 func (d *Dispatcher) HandleBatch(ctx context.Context, b *relay.Batch) {
 	bind := d.binding()
+	var jobs []job
 	var groups [][]job
 	shared := map[string]int{} // channel -> its group
 	for i := range b.Len() {
@@ -218,17 +224,28 @@ func (d *Dispatcher) HandleBatch(ctx context.Context, b *relay.Batch) {
 			b.Answer(i, relay.Dead(fmt.Errorf("no delivery is registered for channel %q", req.Channel)).WithCode(CodeUnknownChannel))
 			continue
 		}
-		j := job{i: i, rec: rec, ch: ch, p: delivery.Pending{
+		j := job{i: i, rec: rec, req: req, ch: ch, p: delivery.Pending{
 			ID:            rec.ID,
 			Channel:       req.Channel,
 			Recipient:     req.Recipient,
 			Template:      req.Template,
 			Data:          req.Data,
+			Category:      req.Category,
 			CorrelationID: rec.CorrelationID,
 			CausationID:   rec.CausationID,
 			Attempt:       rec.Attempts + 1,
 			StagedAt:      rec.CreatedAt,
 		}}
+		if rec.Secret != nil {
+			if err := json.Unmarshal(rec.Secret, &j.p.Secrets); err != nil {
+				b.Answer(i, relay.Dead(errors.New("the request's secrets do not decode")).WithCode(CodeUndecodable))
+				continue
+			}
+		}
+		jobs = append(jobs, j)
+	}
+	for _, j := range d.decide(ctx, bind, b, jobs) {
+		ch := j.ch
 		if g, ok := shared[ch.name]; ok && ch.shared {
 			groups[g] = append(groups[g], j)
 			continue
@@ -283,22 +300,45 @@ func (d *Dispatcher) deliverAll(ctx context.Context, bind *binding, b *relay.Bat
 		d.unsure(b, jobs, err)
 		return
 	}
+	stops, err := d.claimKeys(txCtx, bind, tx, jobs, first)
+	if err != nil {
+		d.unsure(b, jobs, err)
+		return
+	}
 
-	outs := d.deliverClaimed(ctx, bind, tx, jobs, first)
+	send := make([]bool, len(jobs))
+	for k, j := range jobs {
+		_, stopped := stops[k]
+		send[k] = first[j.p.ID] && !stopped
+	}
+	outs := d.deliverClaimed(ctx, bind, tx, jobs, send)
 	idx := make([]int, len(jobs))
 	results := make([]relay.Result, len(jobs))
 	var release []uuid.UUID
+	var delivered, references, failed []string // dedup keys
 	for k, j := range jobs {
 		idx[k] = j.i
+		stop, stopped := stops[k]
 		switch {
 		case !first[j.p.ID]:
 			// A committed claim: delivered before; its settle was lost.
 			results[k] = relay.Done().WithCode(CodeDelivered)
+		case stopped:
+			results[k] = stop.res
+			if stop.release {
+				release = append(release, j.p.ID)
+			}
 		case outs[k].Kind() == delivery.KindDelivered:
 			results[k] = relay.DoneWith(outs[k].Reference()).WithCode(CodeDelivered)
+			if j.req.DedupKey != "" {
+				delivered, references = append(delivered, j.req.DedupKey), append(references, outs[k].Reference())
+			}
 		default:
 			results[k] = d.failed(j, outs[k])
 			release = append(release, j.p.ID)
+			if j.req.DedupKey != "" {
+				failed = append(failed, j.req.DedupKey)
+			}
 		}
 	}
 	notCommitted := func(err error) {
@@ -310,6 +350,12 @@ func (d *Dispatcher) deliverAll(ctx context.Context, bind *binding, b *relay.Bat
 				continue
 			}
 			b.Answer(j.i, results[k])
+		}
+	}
+	if len(delivered) > 0 {
+		if _, err := tx.ExecContext(txCtx, bind.policy.keyReferences, d.cfg.Consumer, pq.Array(delivered), pq.Array(references)); err != nil {
+			notCommitted(fmt.Errorf("keep the dedup keys' references: %w", err))
+			return
 		}
 	}
 	if !jobs[0].ch.shared {
@@ -330,6 +376,13 @@ func (d *Dispatcher) deliverAll(ctx context.Context, bind *binding, b *relay.Bat
 	if len(release) > 0 {
 		if err := bind.inbox.Release(txCtx, tx, d.cfg.Consumer, release); err != nil {
 			notCommitted(err)
+			return
+		}
+	}
+	if len(failed) > 0 {
+		// A request that was not delivered holds no dedup key.
+		if _, err := tx.ExecContext(txCtx, bind.policy.releaseKeys, d.cfg.Consumer, pq.Array(failed)); err != nil {
+			notCommitted(fmt.Errorf("release dedup keys: %w", err))
 			return
 		}
 	}
@@ -355,18 +408,19 @@ func (d *Dispatcher) claim(ctx context.Context, bind *binding, tx *sql.Tx, ids [
 	return map[uuid.UUID]bool{ids[0]: first}, err
 }
 
-// deliverClaimed calls the deliveries of the jobs claimed for the first
-// time, all at once; those that write through the claim's transaction one
-// after another, each in a savepoint of its own: the transaction commits
-// the outcome of one that failed too, but not its writes.
-func (d *Dispatcher) deliverClaimed(ctx context.Context, bind *binding, tx *sql.Tx, jobs []job, first map[uuid.UUID]bool) []delivery.Outcome {
+// deliverClaimed calls the deliveries of the jobs to send (claimed for the
+// first time, and no duplicate), all at once; those that write through the
+// claim's transaction one after another, each in a savepoint of its own:
+// the transaction commits the outcome of one that failed too, but not its
+// writes.
+func (d *Dispatcher) deliverClaimed(ctx context.Context, bind *binding, tx *sql.Tx, jobs []job, send []bool) []delivery.Outcome {
 	ctx, cancel := context.WithTimeoutCause(ctx, bind.timeout, fmt.Errorf("DeliveryTimeout of %s passed", bind.timeout))
 	defer cancel()
 	outs := make([]delivery.Outcome, len(jobs))
 	var wg sync.WaitGroup
 	for k, j := range jobs {
 		switch {
-		case !first[j.p.ID]:
+		case !send[k]:
 		case !j.ch.inTx:
 			wg.Go(func() { outs[k] = d.deliver(j.rec.Context(ctx), j) })
 		default:
@@ -412,7 +466,11 @@ func (d *Dispatcher) failed(j job, out delivery.Outcome) relay.Result {
 	if d.cfg.Policy.Exhausted(j.p.Attempt) {
 		return relay.Dead(fmt.Errorf("exhausted after %d attempts: %w", j.p.Attempt, out.Reason())).WithCode(code)
 	}
-	return relay.Retry(max(d.cfg.Policy.Delay(j.p.Attempt), out.After()), out.Reason()).WithCode(code)
+	delay := max(d.cfg.Policy.Delay(j.p.Attempt), out.After())
+	if exp := j.req.ExpiresAt; exp != nil && !time.Now().Add(delay).Before(*exp) {
+		return d.expired(j, *exp, "expires before its next attempt")
+	}
+	return relay.Retry(delay, out.Reason()).WithCode(code)
 }
 
 // unsure answers every job for a failure of the claim's own transaction
@@ -454,12 +512,21 @@ func (d *Dispatcher) deliver(ctx context.Context, j job) (out delivery.Outcome) 
 	return j.ch.dl.Deliver(ctx, j.p)
 }
 
-// Purge deletes the dispatcher's inbox claims older than InboxRetention.
+// Purge deletes the dispatcher's inbox claims older than InboxRetention
+// and its dedup keys older than DedupRetention.
 // The relay supervisor calls it on each purge pass.
 func (d *Dispatcher) Purge(ctx context.Context) (int64, error) {
 	bind := d.binding()
 	if bind == nil {
 		return 0, ErrNotPrepared
 	}
-	return bind.inbox.Purge(ctx, bind.db, d.cfg.InboxRetention)
+	n, err := bind.inbox.Purge(ctx, bind.db, d.cfg.InboxRetention)
+	if err != nil {
+		return n, err
+	}
+	keys, err := purge.Batches(ctx, bind.db, bind.policy.purgeKeys, d.cfg.DedupRetention, inbox.PurgeBatchDefault)
+	if err != nil {
+		return n + keys, fmt.Errorf("notification: purge dedup keys: %w", err)
+	}
+	return n + keys, nil
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/tidings-go/tidings"
 	"github.com/tidings-go/tidings/delivery"
@@ -215,4 +217,25 @@ func (b testBundle) waitBlockedOnClaim(t *testing.T) {
 			`SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%"`+b.schema+`".inbox%'`).Scan(&n))
 		return n > 0
 	}, 10*time.Second, 5*time.Millisecond)
+}
+
+// sumCounter sums the data points of the int64 counter name whose
+// attributes k1 and k2 are v1 and v2.
+func sumCounter(rm metricdata.ResourceMetrics, name string, k1 attribute.Key, v1 string, k2 attribute.Key, v2 string) int64 {
+	var n int64
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != name {
+				continue
+			}
+			for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+				a, _ := dp.Attributes.Value(k1)
+				b, _ := dp.Attributes.Value(k2)
+				if a.AsString() == v1 && b.AsString() == v2 {
+					n += dp.Value
+				}
+			}
+		}
+	}
+	return n
 }

@@ -50,14 +50,67 @@ type Request struct {
 	// (relay.NotBeforeMax) is an error: keep such schedules in your own
 	// tables.
 	NotBefore time.Time
+
+	// Subject is the person the request is about (a user id), apart from
+	// the address it goes to: their preferences and quiet hours apply to
+	// it (see Client.SetPreference and Client.SetQuietHours). Empty means
+	// neither applies. At most SubjectMaxLen bytes, printable.
+	Subject string
+	// Category is what the request is about, such as "booking",
+	// "marketing" or "security": a lower-case identifier that the
+	// dispatcher's Config.Categories declares (its defaults per channel,
+	// and whether it is critical). May be empty.
+	Category string
+	// Critical bypasses the subject's preferences and quiet hours, as for
+	// a password-changed mail or a verification code. It does not bypass
+	// the suppression of an address that bounced or complained.
+	Critical bool
+	// ExpiresAt, when set, is the time after which the request is of no
+	// use: a request deferred by quiet hours, retried or waiting past it
+	// ends expired instead of going out.
+	ExpiresAt time.Time
+	// QuietHoursAsOfStaging decides quiet hours as of the time the request
+	// was staged instead of the time the relay reaches it: staged at
+	// 21:55 for a window from 22:00, it goes out even at 22:05.
+	QuietHoursAsOfStaging bool
+	// DedupKey, when set, lets one request of all those that carry it be
+	// delivered, for the dispatcher's consumer: the first whose delivery
+	// commits claims the key, and any other that comes due afterwards ends
+	// as a duplicate carrying the first one's id and provider reference.
+	// At most DedupKeyMaxLen bytes, printable. Keys are remembered for the
+	// dispatcher's Config.DedupRetention.
+	DedupKey string
+	// Secrets are template values that nothing but the delivery may see,
+	// such as a verification code: stored apart from the rest of the
+	// request, never logged, listed or written to the timeline, and erased
+	// in the transaction that records the request's end. A template uses
+	// them as it uses Data (a key may not be in both). A dead request whose
+	// secrets were erased cannot be re-emitted: it ends dead again, saying
+	// so; stage a new one.
+	Secrets map[string]string
 }
 
-// payload is a Request as the outbox row stores it.
+// SubjectMaxLen and DedupKeyMaxLen bound Request.Subject and
+// Request.DedupKey, in bytes.
+const (
+	SubjectMaxLen  = 200
+	DedupKeyMaxLen = 200
+)
+
+// payload is a Request as the outbox row stores it. Secrets go apart
+// (relay.Message.Secret); only their keys are here.
 type payload struct {
-	Channel   string         `json:"channel"`
-	Recipient string         `json:"recipient"`
-	Template  string         `json:"template,omitempty"`
-	Data      map[string]any `json:"data,omitempty"`
+	Channel    string         `json:"channel"`
+	Recipient  string         `json:"recipient"`
+	Template   string         `json:"template,omitempty"`
+	Data       map[string]any `json:"data,omitempty"`
+	Subject    string         `json:"subject,omitempty"`
+	Category   string         `json:"category,omitempty"`
+	Critical   bool           `json:"critical,omitempty"`
+	ExpiresAt  *time.Time     `json:"expires_at,omitempty"`
+	QuietAsOf  string         `json:"quiet_as_of,omitempty"` // "staging", or empty for the relay's hand
+	DedupKey   string         `json:"dedup_key,omitempty"`
+	SecretKeys []string       `json:"secret_keys,omitempty"`
 }
 
 // Message turns req into the relay message Stage writes for module: use it
@@ -71,7 +124,13 @@ func (req Request) Message(module string) (relay.Message, error) {
 	if err != nil {
 		return relay.Message{}, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 	}
-	return relay.Message{Module: module, Kind: Kind, Lane: req.Channel, Payload: body, NotBefore: req.NotBefore}, nil
+	msg := relay.Message{Module: module, Kind: Kind, Lane: req.Channel, Payload: body, NotBefore: req.NotBefore}
+	if len(req.Secrets) > 0 {
+		if msg.Secret, err = json.Marshal(req.Secrets); err != nil {
+			return relay.Message{}, fmt.Errorf("%w: Secrets cannot be encoded as JSON", ErrInvalidRequest)
+		}
+	}
+	return msg, nil
 }
 
 // validate checks every field but Data, which encode checks.
@@ -94,7 +153,35 @@ func (req Request) validate(module string) error {
 	if err := validate.NoNUL("Template", req.Template); err != nil {
 		return err
 	}
-	return validate.NotBefore("NotBefore", req.NotBefore, time.Now())
+	if err := validate.NotBefore("NotBefore", req.NotBefore, time.Now()); err != nil {
+		return err
+	}
+	if req.Category != "" {
+		if err := ident.Check("Category", req.Category); err != nil {
+			return err
+		}
+	}
+	if err := validate.Printable("Subject", req.Subject, SubjectMaxLen); err != nil {
+		return err
+	}
+	if err := validate.Printable("DedupKey", req.DedupKey, DedupKeyMaxLen); err != nil {
+		return err
+	}
+	if !req.ExpiresAt.IsZero() && !req.NotBefore.IsZero() && !req.ExpiresAt.After(req.NotBefore) {
+		return errors.New("ExpiresAt is not after NotBefore: the request would never go out")
+	}
+	for _, key := range slices.Sorted(maps.Keys(req.Secrets)) {
+		switch _, inData := req.Data[key]; {
+		case key == "":
+			return errors.New("Secrets has an empty key")
+		case inData:
+			return fmt.Errorf("Secrets[%q] is a key of Data too: a template value is one or the other", key)
+		}
+		if err := validate.NoNUL(fmt.Sprintf("Secrets[%q]", key), req.Secrets[key]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // encode is the request's payload. Its errors name the field (and the key
@@ -107,7 +194,16 @@ func (req Request) encode() (body []byte, err error) {
 			body, err = nil, errors.New("Data cannot be encoded as JSON: a MarshalJSON method panicked")
 		}
 	}()
-	body, err = json.Marshal(payload{Channel: req.Channel, Recipient: req.Recipient, Template: req.Template, Data: req.Data})
+	p := payload{Channel: req.Channel, Recipient: req.Recipient, Template: req.Template, Data: req.Data,
+		Subject: req.Subject, Category: req.Category, Critical: req.Critical, DedupKey: req.DedupKey,
+		SecretKeys: slices.Sorted(maps.Keys(req.Secrets))}
+	if !req.ExpiresAt.IsZero() {
+		p.ExpiresAt = &req.ExpiresAt
+	}
+	if req.QuietHoursAsOfStaging {
+		p.QuietAsOf = "staging"
+	}
+	body, err = json.Marshal(p)
 	if err != nil {
 		// The encoder's message names a type, never a value.
 		return nil, fmt.Errorf("Data cannot be encoded as JSON: %w", err)

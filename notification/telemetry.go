@@ -27,11 +27,18 @@ const ScopeName = "github.com/tidings-go/tidings/notification"
 // channel) and outcome.
 const MetricDeliveryDuration = "tidings.notification.delivery.duration"
 
+// MetricDecisions counts the requests a recipient rule stopped or
+// deferred, by channel and rule (AttrChannel, AttrRule): a preference or
+// a category's default (skipped), quiet hours (deferred), expiry, and a
+// dedup key (a duplicate).
+const MetricDecisions = "tidings.notification.decisions"
+
 // Metric and span attribute keys. Their values are never a recipient, a
 // request id or data.
 const (
 	AttrChannel = "tidings.channel" // the request's channel
 	AttrAnswer  = "tidings.answer"  // the delivery's answer: delivered, retry, reject or invalid
+	AttrRule    = "tidings.rule"    // the recipient rule that decided: RulePreference, RuleQuietHours, RuleExpiry, RuleDedup
 )
 
 type telemetry struct {
@@ -39,8 +46,10 @@ type telemetry struct {
 	// The attribute sets of every registered channel and answer, built
 	// once: building one per request (sorting and hashing) cost more CPU
 	// than the rest of the request's telemetry.
-	sets     map[string]map[delivery.Kind]metric.MeasurementOption
-	duration metric.Float64Histogram
+	sets      map[string]map[delivery.Kind]metric.MeasurementOption
+	ruleSets  map[string]map[string]metric.MeasurementOption // channel, rule
+	duration  metric.Float64Histogram
+	decisions metric.Int64Counter
 }
 
 func newTelemetry(cfg Config) (telemetry, error) {
@@ -51,18 +60,27 @@ func newTelemetry(cfg Config) (telemetry, error) {
 	if mp == nil {
 		mp = otel.GetMeterProvider()
 	}
-	t := telemetry{tracer: tp.Tracer(ScopeName), sets: map[string]map[delivery.Kind]metric.MeasurementOption{}}
+	t := telemetry{tracer: tp.Tracer(ScopeName), sets: map[string]map[delivery.Kind]metric.MeasurementOption{},
+		ruleSets: map[string]map[string]metric.MeasurementOption{}}
 	for _, channel := range slices.Sorted(maps.Keys(cfg.Deliveries)) {
 		ch := attribute.String(AttrChannel, channel)
 		t.sets[channel] = map[delivery.Kind]metric.MeasurementOption{}
 		for _, k := range []delivery.Kind{delivery.KindInvalid, delivery.KindDelivered, delivery.KindRetry, delivery.KindReject} {
 			t.sets[channel][k] = metric.WithAttributeSet(attribute.NewSet(ch, attribute.String(AttrAnswer, k.String())))
 		}
+		t.ruleSets[channel] = map[string]metric.MeasurementOption{}
+		for _, rule := range []string{RulePreference, RuleQuietHours, RuleExpiry, RuleDedup} {
+			t.ruleSets[channel][rule] = metric.WithAttributeSet(attribute.NewSet(ch, attribute.String(AttrRule, rule)))
+		}
 	}
 	var err error
 	if t.duration, err = mp.Meter(ScopeName).Float64Histogram(MetricDeliveryDuration, metric.WithUnit("s"),
 		metric.WithDescription("Time a delivery took to answer.")); err != nil {
 		return t, fmt.Errorf("notification: metric %s: %w", MetricDeliveryDuration, err)
+	}
+	if t.decisions, err = mp.Meter(ScopeName).Int64Counter(MetricDecisions, metric.WithUnit("{request}"),
+		metric.WithDescription("Requests a recipient rule stopped or deferred.")); err != nil {
+		return t, fmt.Errorf("notification: metric %s: %w", MetricDecisions, err)
 	}
 	return t, nil
 }
@@ -82,5 +100,12 @@ func (t telemetry) finished(ctx context.Context, span trace.Span, channel string
 	span.SetAttributes(attribute.String(AttrAnswer, out.Kind().String()))
 	if out.Kind() != delivery.KindDelivered {
 		span.SetStatus(codes.Error, out.Kind().String())
+	}
+}
+
+// decided counts a request of channel that rule stopped or deferred.
+func (t telemetry) decided(channel, rule string) {
+	if set, ok := t.ruleSets[channel][rule]; ok {
+		t.decisions.Add(context.Background(), 1, set)
 	}
 }

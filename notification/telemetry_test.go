@@ -82,22 +82,7 @@ func TestTelemetry(t *testing.T) {
 	// What became of each request is counted once, by the relay, by lane
 	// (the channel) and outcome.
 	count := func(lane, outcome string) int64 {
-		var n int64
-		for _, sm := range rm.ScopeMetrics {
-			for _, m := range sm.Metrics {
-				if m.Name != relay.MetricSettled {
-					continue
-				}
-				for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
-					l, _ := dp.Attributes.Value(relay.AttrLane)
-					out, _ := dp.Attributes.Value(relay.AttrOutcome)
-					if l.AsString() == lane && out.AsString() == outcome {
-						n += dp.Value
-					}
-				}
-			}
-		}
-		return n
+		return sumCounter(rm, relay.MetricSettled, relay.AttrLane, lane, relay.AttrOutcome, outcome)
 	}
 	require.Eventually(t, func() bool {
 		require.NoError(t, reader.Collect(t.Context(), &rm))

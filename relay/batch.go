@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/tidings-go/tidings/dbtx"
+	"github.com/tidings-go/tidings/internal/validate"
 )
 
 // BatchSink is a Sink that takes each claimed batch whole: Supervise hands
@@ -178,12 +180,27 @@ func settleArgs(st []settlement) []any {
 	n := len(st)
 	ids, hands, attempts, outcomes := make([]string, n), make([]int64, n), make([]int64, n), make([]string, n)
 	delays, texts, codes, took := make([]float64, n), make([]string, n), make([]string, n), make([]float64, n)
+	details := make([]string, n)
 	for i, s := range st {
 		ids[i], hands[i], attempts[i], outcomes[i] = s.id.String(), int64(s.hand), int64(s.attempts), s.res.outcome.String()
 		delays[i], texts[i], codes[i], took[i] = s.res.delay.Seconds(), s.res.text, s.res.code, s.took.Seconds()
+		details[i] = detailJSON(s.res.detail)
 	}
 	return []any{pq.Array(ids), pq.Array(hands), pq.Array(outcomes), pq.Array(delays), pq.Array(texts), pq.Array(attempts),
-		pq.Array(codes), pq.Array(took)}
+		pq.Array(codes), pq.Array(took), pq.Array(details)}
+}
+
+// detailJSON is a Result's detail as the settle statement takes it: "{}"
+// for none, and a note instead of a detail that does not encode.
+func detailJSON(detail map[string]any) string {
+	if len(detail) == 0 {
+		return "{}"
+	}
+	b, err := json.Marshal(detail)
+	if err != nil || validate.JSONHasNUL(b) {
+		return `{"detail":"does not encode as JSON"}`
+	}
+	return string(b)
 }
 
 // settlement is one record's answer, on its way to the database. The hand

@@ -36,7 +36,17 @@ type Message struct {
 	// time is: a time computed from the application's clock, such as
 	// time.Now().Add(d), is off by any skew between the two clocks.
 	NotBefore time.Time
+	// Secret holds what the record's sink may use but nothing may keep,
+	// such as a verification code: stored apart from the payload (which
+	// operators list and re-emit), never logged, handed to the sink as
+	// Record.Secret, and erased in the transaction that ends the record
+	// (processed, dead or cancelled). Nil means none; at most SecretMaxLen
+	// bytes. A dead record re-emitted has no secret any more.
+	Secret []byte
 }
+
+// SecretMaxLen is the longest Message.Secret accepted, in bytes.
+const SecretMaxLen = 64 << 10
 
 // Record is one claimed record, as a sink sees it.
 type Record struct {
@@ -53,6 +63,7 @@ type Record struct {
 	Hand          int               // 1 on the first hand; counts crashes and lease expiries too
 	Unsure        int               // Unsure answers so far (see Config.MaxUnsure)
 	LastError     string            // the reason of the last retry; empty on the first attempt
+	Secret        []byte            // Message.Secret, while the record lives; nil if none
 
 	staged    time.Duration // staging to claim, on the database clock
 	claimedAt time.Time     // when the claim returned, on this process's clock
@@ -159,8 +170,9 @@ func (o outcome) String() string {
 type Result struct {
 	outcome outcome
 	delay   time.Duration
-	text    string // the result of done, the reason otherwise
-	code    string // a stable machine code of text
+	text    string         // the result of done, the reason otherwise
+	code    string         // a stable machine code of text
+	detail  map[string]any // for the timeline entry; see WithDetail
 }
 
 // WithCode returns r with a stable machine code beside its reason (or, for
@@ -175,6 +187,16 @@ func (r Result) WithCode(code string) Result {
 
 // Code returns r's machine code, or "".
 func (r Result) Code() string { return r.code }
+
+// WithDetail returns r with detail for the record's timeline entry: what
+// the decision read, such as the rule and the row that stopped a
+// delivery. It must encode as JSON and hold no personal data or secret.
+// A Done with a detail gets a timeline entry of its own; a plain Done is
+// read from the row.
+func (r Result) WithDetail(detail map[string]any) Result {
+	r.detail = detail
+	return r
+}
 
 // Done settles the record as processed.
 func Done() Result { return Result{outcome: outcomeDone} }

@@ -58,7 +58,8 @@ func newQueries(schema string) queries {
 	t := ident.Quote(schema) + ".outbox"
 	base := strings.NewReplacer("{t}", t, "{pending}", pending)
 	r := strings.NewReplacer("{t}", t, "{pending}", pending, "{pendingByID}", pendingByID,
-		"{lanes}", base.Replace(lanesCTE), "{timeline}", ident.Quote(schema)+".timeline", "{deadFilter}", deadFilter)
+		"{lanes}", base.Replace(lanesCTE), "{timeline}", ident.Quote(schema)+".timeline", "{secret}", ident.Quote(schema)+".secret",
+		"{deadFilter}", deadFilter)
 	return queries{
 		channel: schema + ident.ChannelSuffix,
 
@@ -86,16 +87,25 @@ func newQueries(schema string) queries {
 			ORDER BY kind DESC, module, lane, code`),
 
 		stage: r.Replace(`WITH ins AS (
-			INSERT INTO {t} (id, module, kind, payload, headers, correlation_id, causation_id, available_at, lane)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, coalesce($8, now()), $10)
-			ON CONFLICT (id) DO NOTHING)
+			INSERT INTO {t} (id, module, kind, payload, headers, correlation_id, causation_id, available_at, lane, has_secret)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, coalesce($8, now()), $10, $11::bytea IS NOT NULL)
+			ON CONFLICT (id) DO NOTHING
+			RETURNING id),
+			sec AS (INSERT INTO {secret} (record_id, value) SELECT id, $11 FROM ins WHERE $11::bytea IS NOT NULL)
 			SELECT pg_notify($9, $2) WHERE $9::text IS NOT NULL`),
-		stageBatch: r.Replace(`WITH ins AS (
-			INSERT INTO {t} (id, module, kind, payload, headers, correlation_id, causation_id, available_at, lane)
-			SELECT id, module, kind, payload::jsonb, headers::jsonb, correlation_id, causation_id, coalesce(not_before, now()), lane
-			FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::timestamptz[], $10::text[])
-				AS m(id, module, kind, payload, headers, correlation_id, causation_id, not_before, lane)
-			ON CONFLICT (id) DO NOTHING)
+		stageBatch: r.Replace(`WITH m AS (
+			SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
+				$8::timestamptz[], $10::text[], $11::text[])
+				AS m(id, module, kind, payload, headers, correlation_id, causation_id, not_before, lane, secret)),
+			ins AS (
+			INSERT INTO {t} (id, module, kind, payload, headers, correlation_id, causation_id, available_at, lane, has_secret)
+			SELECT id, module, kind, payload::jsonb, headers::jsonb, correlation_id, causation_id, coalesce(not_before, now()), lane,
+				secret IS NOT NULL
+			FROM m
+			ON CONFLICT (id) DO NOTHING
+			RETURNING id),
+			sec AS (INSERT INTO {secret} (record_id, value) SELECT m.id, decode(m.secret, 'hex') FROM m JOIN ins ON ins.id = m.id
+				WHERE m.secret IS NOT NULL)
 			SELECT pg_notify($9, module) FROM (SELECT DISTINCT unnest($2::text[]) AS module) mods
 			WHERE $9::text IS NOT NULL`),
 
@@ -162,7 +172,8 @@ func newQueries(schema string) queries {
 				SELECT id, 'dead', hands, code, failure_reason FROM claimed WHERE failed_at IS NOT NULL)
 			SELECT id, lane, kind, payload, headers, correlation_id, causation_id,
 				created_at, attempts, hands, unsure, last_error, failed_at IS NOT NULL,
-				extract(epoch FROM now() - created_at)
+				extract(epoch FROM now() - created_at),
+				CASE WHEN has_secret THEN (SELECT value FROM {secret} s WHERE s.record_id = claimed.id) END
 			FROM claimed`),
 
 		// Seconds until the module's next row falls due in a lane with
@@ -186,8 +197,9 @@ func newQueries(schema string) queries {
 		// Every settled row but a done one appends its timeline entry in
 		// the same statement: the outcome, its code and reason, the hand,
 		// how long the hand took, and the next due time of a row that
-		// stays pending. A done row is its own last entry: Status reads it
-		// from processed_at, result, code, answered_hand and took_ms.
+		// stays pending, with the sink's detail. A done row without a
+		// detail is its own last entry: Status reads it from processed_at,
+		// result, code, answered_hand and took_ms.
 		settle: r.Replace(`WITH up AS (
 				UPDATE {t} o SET
 					processed_at = CASE WHEN r.outcome = 'done' THEN clock_timestamp() END,
@@ -206,14 +218,16 @@ func newQueries(schema string) queries {
 						WHEN 'unsure' THEN clock_timestamp() + make_interval(secs => r.delay)
 						WHEN 'release' THEN clock_timestamp() + make_interval(secs => r.delay)
 						ELSE o.available_at END
-				FROM unnest($1::uuid[], $2::int[], $3::text[], $4::float8[], $5::text[], $6::int[], $7::text[], $8::float8[])
-					AS r(id, hands, outcome, delay, text, attempts, code, took)
+				FROM unnest($1::uuid[], $2::int[], $3::text[], $4::float8[], $5::text[], $6::int[], $7::text[], $8::float8[],
+						$9::text[])
+					AS r(id, hands, outcome, delay, text, attempts, code, took, detail)
 				WHERE o.id = r.id AND o.hands = r.hands AND o.attempts = r.attempts AND {pendingByID}
-				RETURNING o.id, r.outcome, r.hands, r.code, r.text, r.took, o.available_at)
+				RETURNING o.id, r.outcome, r.hands, r.code, r.text, r.took, o.available_at, r.detail)
 			INSERT INTO {timeline} (record_id, event, hand, code, reason, detail)
 			SELECT id, outcome, hands, code, text, jsonb_build_object('took_ms', round(took * 1000)::bigint)
 				|| CASE WHEN outcome IN ('retry', 'unsure', 'release') THEN jsonb_build_object('due', available_at) ELSE '{}' END
-			FROM up WHERE outcome <> 'done'`),
+				|| detail::jsonb
+			FROM up WHERE outcome <> 'done' OR detail <> '{}'`),
 
 		// Start-up check, one round trip: the table is readable, and the
 		// session's idle_in_transaction_session_timeout (ms; 0 is none).

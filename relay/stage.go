@@ -3,12 +3,11 @@ package relay
 import (
 	"context"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/lib/pq"
@@ -69,7 +68,7 @@ func (o *Outbox) Stage(ctx context.Context, tx dbtx.Execer, msg Message) (uuid.U
 		notBefore = msg.NotBefore
 	}
 	if _, err := tx.ExecContext(ctx, o.q.stage, row.id, msg.Module, msg.Kind, []byte(msg.Payload),
-		row.headers, row.correlation, row.causation, notBefore, o.wakeChannel(), msg.Lane); err != nil {
+		row.headers, row.correlation, row.causation, notBefore, o.wakeChannel(), msg.Lane, msg.Secret); err != nil {
 		return uuid.Nil, o.tableError("stage", err)
 	}
 	return row.id, nil
@@ -97,6 +96,7 @@ func (o *Outbox) StageBatch(ctx context.Context, tx dbtx.Execer, msgs []Message)
 		cols[c] = make([]string, n)
 	}
 	notBefore := make([]sql.NullString, n)
+	secrets := make([]sql.NullString, n) // hex: a bytea array cannot hold a NULL
 	for i, msg := range msgs {
 		row, err := o.prepare(ctx, msg)
 		if err != nil {
@@ -108,10 +108,13 @@ func (o *Outbox) StageBatch(ctx context.Context, tx dbtx.Execer, msgs []Message)
 		if !msg.NotBefore.IsZero() {
 			notBefore[i] = sql.NullString{String: msg.NotBefore.Format(time.RFC3339Nano), Valid: true}
 		}
+		if msg.Secret != nil {
+			secrets[i] = sql.NullString{String: hex.EncodeToString(msg.Secret), Valid: true}
+		}
 	}
 	if _, err := tx.ExecContext(ctx, o.q.stageBatch, pq.Array(cols[0]), pq.Array(cols[1]), pq.Array(cols[2]),
 		pq.Array(cols[3]), pq.Array(cols[4]), pq.Array(cols[5]), pq.Array(cols[6]), pq.Array(notBefore),
-		o.wakeChannel(), pq.Array(cols[7])); err != nil {
+		o.wakeChannel(), pq.Array(cols[7]), pq.Array(secrets)); err != nil {
 		return nil, o.tableError("stage batch", err)
 	}
 	return ids, nil
@@ -159,35 +162,23 @@ func (m Message) validate() error {
 	switch {
 	case m.Kind == "":
 		return fmt.Errorf("%w: Kind is empty", ErrInvalidMessage)
-	case len(m.Kind) > KindMaxLen:
-		return fmt.Errorf("%w: Kind is %d bytes long, at most %d allowed", ErrInvalidMessage, len(m.Kind), KindMaxLen)
-	case !printable(m.Kind):
-		return fmt.Errorf("%w: Kind %q has a control character or invalid UTF-8", ErrInvalidMessage, m.Kind)
-	case len(m.Lane) > KindMaxLen:
-		return fmt.Errorf("%w: Lane is %d bytes long, at most %d allowed", ErrInvalidMessage, len(m.Lane), KindMaxLen)
-	case !printable(m.Lane):
-		return fmt.Errorf("%w: Lane %q has a control character or invalid UTF-8", ErrInvalidMessage, m.Lane)
 	case len(m.Payload) == 0:
 		return fmt.Errorf("%w: Payload is empty", ErrInvalidMessage)
 	case !json.Valid(m.Payload):
 		return fmt.Errorf("%w: Payload is not valid JSON", ErrInvalidMessage)
 	case validate.JSONHasNUL(m.Payload):
 		return fmt.Errorf(`%w: Payload holds the escape \u0000, which PostgreSQL's jsonb cannot store`, ErrInvalidMessage)
+	case len(m.Secret) > SecretMaxLen:
+		return fmt.Errorf("%w: Secret is %d bytes long, at most %d allowed", ErrInvalidMessage, len(m.Secret), SecretMaxLen)
 	}
-	if err := validate.NotBefore("NotBefore", m.NotBefore, time.Now()); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidMessage, err)
-	}
-	return nil
-}
-
-func printable(s string) bool {
-	if !utf8.ValidString(s) {
-		return false
-	}
-	for _, r := range s {
-		if !unicode.IsPrint(r) {
-			return false
+	for _, err := range []error{
+		validate.Printable("Kind", m.Kind, KindMaxLen),
+		validate.Printable("Lane", m.Lane, KindMaxLen),
+		validate.NotBefore("NotBefore", m.NotBefore, time.Now()),
+	} {
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidMessage, err)
 		}
 	}
-	return true
+	return nil
 }

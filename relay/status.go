@@ -151,7 +151,7 @@ func (o *Outbox) Status(ctx context.Context, q dbtx.Queryer, id uuid.UUID) (Stat
 		return st, err
 	}
 	st.Timeline = append([]Entry{staged}, st.Timeline...)
-	if processed.Valid {
+	if last := st.Timeline[len(st.Timeline)-1]; processed.Valid && (last.Event != "done" || last.Hand != answeredHand) {
 		st.Timeline = append(st.Timeline, Entry{At: processed.Time, Event: "done", Hand: answeredHand, Code: st.Code,
 			Reason: st.Result, Detail: map[string]any{"took_ms": float64(tookMS)}})
 	}

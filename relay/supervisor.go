@@ -320,7 +320,7 @@ func (s *supervisor) claim(ctx context.Context, limit int, lanes []string, rooms
 			staged   float64
 		)
 		if err := rows.Scan(&r.ID, &r.Lane, &r.Kind, &r.Payload, &headers, &r.CorrelationID, &r.CausationID,
-			&r.CreatedAt, &r.Attempts, &r.Hand, &r.Unsure, &r.LastError, &poisoned, &staged); err != nil {
+			&r.CreatedAt, &r.Attempts, &r.Hand, &r.Unsure, &r.LastError, &poisoned, &staged, &r.Secret); err != nil {
 			return nil, fmt.Errorf("claim: scan: %w", err)
 		}
 		if err := json.Unmarshal(headers, &r.Headers); err != nil {

@@ -62,7 +62,7 @@ func (d *Delivery) Close() error {
 	return nil
 }
 
-// Deliver renders the template p names with p.Data, and sends the message
+// Deliver renders the template p names with p.Data and p.Secrets, and sends the message
 // to p.Recipient. It answers:
 //
 //   - [delivery.DeliveredWithReference] when the server accepted the
@@ -101,7 +101,7 @@ func (d *Delivery) Deliver(ctx context.Context, p delivery.Pending) delivery.Out
 	if err != nil {
 		return delivery.Reject(err)
 	}
-	r, err := t.render(p.Data)
+	r, err := t.render(p.TemplateData())
 	if err != nil {
 		return delivery.Reject(err)
 	}

@@ -58,7 +58,7 @@ type messageData struct {
 	ID string `json:"id"`
 }
 
-// Deliver renders the template p names with p.Data and asks Expo to push
+// Deliver renders the template p names with p.Data and p.Secrets and asks Expo to push
 // it to p.Recipient, with p.ID as the idempotency key and as the push's
 // data.id. It answers:
 //
@@ -127,12 +127,13 @@ func (d *Delivery) render(p delivery.Pending) (message, error) {
 		return message{}, err
 	}
 	msg := message{To: p.Recipient, Data: messageData{ID: p.ID.String()}}
+	data := p.TemplateData()
 	if t.title != nil {
-		if msg.Title, err = t.title.Execute(p.Data); err != nil {
+		if msg.Title, err = t.title.Execute(data); err != nil {
 			return message{}, fmt.Errorf("push: %w", err)
 		}
 	}
-	if msg.Body, err = t.body.Execute(p.Data); err != nil {
+	if msg.Body, err = t.body.Execute(data); err != nil {
 		return message{}, fmt.Errorf("push: %w", err)
 	}
 	return msg, nil

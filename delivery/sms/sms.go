@@ -56,7 +56,7 @@ var e164Pattern = regexp.MustCompile(`^\+[1-9]\d{1,14}$`)
 // sidPattern is what a Message SID may look like to be a reference.
 var sidPattern = regexp.MustCompile(`^[A-Za-z0-9]{1,64}$`)
 
-// Deliver renders the template p names with p.Data and asks Twilio to send
+// Deliver renders the template p names with p.Data and p.Secrets and asks Twilio to send
 // it to p.Recipient, with p.ID as the idempotency key. It answers:
 //
 //   - [delivery.DeliveredWithReference] with the Message SID when Twilio
@@ -117,7 +117,7 @@ func (d *Delivery) render(p delivery.Pending) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	body, err := t.Execute(p.Data)
+	body, err := t.Execute(p.TemplateData())
 	if err != nil {
 		return "", fmt.Errorf("sms: %w", err)
 	}

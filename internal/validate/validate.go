@@ -11,6 +11,8 @@ import (
 	"reflect"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // NotBeforeMax is how far ahead of now a scheduled time may be.
@@ -40,6 +42,19 @@ func NotBefore(field string, t, now time.Time) error {
 func NoNUL(field, s string) error {
 	if strings.IndexByte(s, 0) >= 0 {
 		return fmt.Errorf("%s holds a NUL character, which PostgreSQL cannot store", field)
+	}
+	return nil
+}
+
+// Printable checks that s is at most max bytes of valid UTF-8, every rune
+// printable (unicode.IsPrint: no control or format character, no space
+// but U+0020).
+func Printable(field, s string, max int) error {
+	switch {
+	case len(s) > max:
+		return fmt.Errorf("%s is %d bytes long, at most %d allowed", field, len(s), max)
+	case !utf8.ValidString(s) || strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }):
+		return fmt.Errorf("%s has a control character or invalid UTF-8", field)
 	}
 	return nil
 }

@@ -1,0 +1,318 @@
+package notification
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/lib/pq"
+
+	"github.com/tidings-go/tidings/relay"
+)
+
+// Codes of the recipient rules' decisions (relay.Result.WithCode). A
+// request a rule ends is processed, not dead: no bulk re-emit of dead
+// requests sends it; Status.Outcome says what became of it.
+const (
+	CodeSkipped         = "policy.skipped"     // a preference or a category's default stopped it
+	CodeQuietHours      = "policy.quiet_hours" // deferred to the end of the subject's quiet window
+	CodeExpired         = "policy.expired"     // past Request.ExpiresAt before it could go out
+	CodeDuplicate       = "policy.duplicate"   // another request with its dedup key was delivered first
+	CodeDedupWait       = "policy.dedup_wait"  // waits for a request with its dedup key in the same transaction
+	CodeUnknownCategory = "category.unknown"   // Config.Categories does not declare its category
+	CodeSecretErased    = "secret.erased"      // re-emitted after its secrets were erased
+)
+
+// Outcome is what became of a processed request.
+type Outcome string
+
+// Outcomes of a processed request (Status.Outcome).
+const (
+	OutcomeDelivered Outcome = "delivered" // the provider accepted it
+	OutcomeSkipped   Outcome = "skipped"   // a preference or a category's default stopped it
+	OutcomeExpired   Outcome = "expired"   // it expired before it could go out
+	OutcomeDuplicate Outcome = "duplicate" // a request with its dedup key was delivered first
+)
+
+// outcomeOf is the Outcome of a processed request settled with code.
+func outcomeOf(code string) Outcome {
+	switch code {
+	case CodeSkipped:
+		return OutcomeSkipped
+	case CodeExpired:
+		return OutcomeExpired
+	case CodeDuplicate:
+		return OutcomeDuplicate
+	}
+	return OutcomeDelivered
+}
+
+// The rules a decision names, as the metric MetricDecisions counts them
+// (AttrRule) and the timeline's detail says.
+const (
+	RulePreference = "preference"
+	RuleQuietHours = "quiet_hours"
+	RuleExpiry     = "expiry"
+	RuleDedup      = "dedup"
+)
+
+// rules is what the recipient rules read of one batch's subjects, in one
+// query per rule, and the database's clock.
+type rules struct {
+	now         time.Time
+	preferences map[string][]Preference
+	quiet       map[string]quietOf
+}
+
+// quietOf is a subject's quiet hours with their zone loaded.
+type quietOf struct {
+	QuietHours
+	loc *time.Location
+}
+
+// readRules reads the preferences and quiet hours of subjects.
+func (d *Dispatcher) readRules(ctx context.Context, bind *binding, subjects []string) (rules, error) {
+	r := rules{now: time.Now(), preferences: map[string][]Preference{}, quiet: map[string]quietOf{}}
+	if len(subjects) == 0 {
+		return r, nil
+	}
+	rows, err := bind.db.QueryContext(ctx, bind.policy.batchPreferences, pq.Array(subjects))
+	if err != nil {
+		return r, fmt.Errorf("read preferences: %w", err)
+	}
+	for rows.Next() {
+		var subject string
+		var p Preference
+		if err := rows.Scan(&subject, &p.Category, &p.Channel, &p.Enabled, &p.UpdatedAt); err != nil {
+			rows.Close()
+			return r, fmt.Errorf("read preferences: %w", err)
+		}
+		r.preferences[subject] = append(r.preferences[subject], p)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return r, fmt.Errorf("read preferences: %w", err)
+	}
+
+	rows, err = bind.db.QueryContext(ctx, bind.policy.batchQuiet, pq.Array(subjects))
+	if err != nil {
+		return r, fmt.Errorf("read quiet hours: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var subject, zone *string
+		var windows []byte
+		if err := rows.Scan(&r.now, &subject, &zone, &windows); err != nil {
+			return r, fmt.Errorf("read quiet hours: %w", err)
+		}
+		if subject == nil {
+			continue
+		}
+		q := quietOf{QuietHours: QuietHours{TimeZone: *zone}}
+		if err := json.Unmarshal(windows, &q.Windows); err != nil {
+			d.log.WarnContext(ctx, "ignoring undecodable quiet hours", "err", err)
+			continue
+		}
+		if q.loc, err = time.LoadLocation(q.TimeZone); err != nil {
+			d.log.WarnContext(ctx, "ignoring quiet hours in a time zone this machine does not know", "time_zone", q.TimeZone, "err", err)
+			continue
+		}
+		r.quiet[*subject] = q
+	}
+	return r, rows.Err()
+}
+
+// decide applies the recipient rules to jobs before any of them is
+// claimed: it answers every request a rule ends or defers, and returns
+// those still to deliver. The rules of all the batch's subjects are read
+// in one query each, after the relay claimed the batch, so they see every
+// change committed with the write that staged a request.
+func (d *Dispatcher) decide(ctx context.Context, bind *binding, b *relay.Batch, jobs []job) []job {
+	var subjects []string
+	for _, j := range jobs {
+		if j.req.Subject != "" && !slices.Contains(subjects, j.req.Subject) {
+			subjects = append(subjects, j.req.Subject)
+		}
+	}
+	r, err := d.readRules(ctx, bind, subjects)
+	if err != nil {
+		for _, j := range jobs {
+			b.Answer(j.i, d.unsureOf(j, err))
+		}
+		return nil
+	}
+	keep := jobs[:0]
+	for _, j := range jobs {
+		if res, decided := d.decideOne(r, j); decided {
+			b.Answer(j.i, res)
+			continue
+		}
+		keep = append(keep, j)
+	}
+	return keep
+}
+
+// decideOne applies the rules to one request: a result when a rule ends or
+// defers it, or decided false to deliver it.
+func (d *Dispatcher) decideOne(r rules, j job) (res relay.Result, decided bool) {
+	req := j.req
+	if req.ExpiresAt != nil && !r.now.Before(*req.ExpiresAt) {
+		return d.expired(j, *req.ExpiresAt, "expired before it could go out"), true
+	}
+	cat, declared := d.cfg.Categories[req.Category]
+	if d.cfg.Categories != nil && req.Category != "" && !declared {
+		return relay.Dead(fmt.Errorf("category %q is not declared in the dispatcher's Config.Categories", req.Category)).
+			WithCode(CodeUnknownCategory), true
+	}
+	if len(req.SecretKeys) > 0 && j.rec.Secret == nil {
+		return relay.Dead(errors.New("the request's secrets were erased when it ended; stage a new request")).
+			WithCode(CodeSecretErased), true
+	}
+	if req.Critical || cat.Critical {
+		return relay.Result{}, false
+	}
+	if on, detail := preferenceOf(r.preferences[req.Subject], cat, req.Category, req.Channel); !on {
+		d.tel.decided(j.p.Channel, RulePreference)
+		return relay.Done().WithCode(CodeSkipped).WithDetail(detail), true
+	}
+	q, ok := r.quiet[req.Subject]
+	if !ok {
+		return relay.Result{}, false
+	}
+	at := r.now
+	if req.QuietAsOf == "staging" {
+		at = j.rec.CreatedAt
+	}
+	until, w := quietUntil(q.QuietHours, q.loc, at, req.Channel)
+	if !until.After(r.now) {
+		return relay.Result{}, false
+	}
+	if req.ExpiresAt != nil && !req.ExpiresAt.After(until) {
+		return d.expired(j, *req.ExpiresAt, "expires before the quiet window "+w.describe()+" ends"), true
+	}
+	var jitter time.Duration
+	if d.cfg.QuietHoursJitter > 0 {
+		jitter = rand.N(d.cfg.QuietHoursJitter)
+	}
+	d.tel.decided(j.p.Channel, RuleQuietHours)
+	return relay.Later(until.Sub(r.now) + jitter).WithCode(CodeQuietHours).WithDetail(map[string]any{
+		"rule": RuleQuietHours, "window": w.describe(), "time_zone": q.TimeZone, "until": until,
+		"as_of": map[bool]string{true: "staging", false: "hand"}[req.QuietAsOf == "staging"],
+	}), true
+}
+
+// expired is the result of a request that expired, at expiresAt, for why.
+func (d *Dispatcher) expired(j job, expiresAt time.Time, why string) relay.Result {
+	d.tel.decided(j.p.Channel, RuleExpiry)
+	return relay.Done().WithCode(CodeExpired).WithDetail(map[string]any{
+		"rule": RuleExpiry, "expires_at": expiresAt, "why": why})
+}
+
+// dedupKey is the state of a dedup key that a claim's transaction found
+// held by another request.
+type dedupKey struct {
+	eventID   uuid.UUID
+	reference string
+}
+
+// keyStop is the answer of a job that its dedup key stops, and whether its
+// inbox claim is given back (it waits) or kept (it is a duplicate).
+type keyStop struct {
+	res     relay.Result
+	release bool
+}
+
+// claimKeys claims, inside tx, the dedup keys of the jobs claimed for the
+// first time (in id order, the order they were staged in). It returns, by
+// job, those that must not be delivered: a duplicate of a request
+// delivered before, or one that waits behind a request with its key in
+// this same transaction.
+func (d *Dispatcher) claimKeys(ctx context.Context, bind *binding, tx *sql.Tx, jobs []job, first map[uuid.UUID]bool) (map[int]keyStop, error) {
+	var keys []string
+	var ids []string
+	owner := map[string]uuid.UUID{} // key -> the oldest job of this transaction with it
+	stopped := map[int]keyStop{}
+	for k, j := range jobs {
+		key := j.req.DedupKey
+		if key == "" || !first[j.p.ID] {
+			continue
+		}
+		if o, ok := owner[key]; ok {
+			stopped[k] = keyStop{release: true, res: relay.Later(time.Second).WithCode(CodeDedupWait).WithDetail(map[string]any{
+				"rule": RuleDedup, "waits_for": o.String()})}
+			continue
+		}
+		owner[key] = j.p.ID
+		keys, ids = append(keys, key), append(ids, j.p.ID.String())
+	}
+	if len(keys) == 0 {
+		return stopped, nil
+	}
+	claimed, err := scanKeys(tx.QueryContext(ctx, bind.policy.claimKeys, d.cfg.Consumer, pq.Array(keys), pq.Array(ids)))
+	if err != nil {
+		return nil, fmt.Errorf("claim dedup keys: %w", err)
+	}
+	var held []string
+	for _, key := range keys {
+		if !slices.Contains(claimed, key) {
+			held = append(held, key)
+		}
+	}
+	if len(held) == 0 {
+		return stopped, nil
+	}
+	rows, err := tx.QueryContext(ctx, bind.policy.readKeys, d.cfg.Consumer, pq.Array(held))
+	if err != nil {
+		return nil, fmt.Errorf("read dedup keys: %w", err)
+	}
+	defer rows.Close()
+	found := map[string]dedupKey{}
+	for rows.Next() {
+		var key string
+		var k dedupKey
+		if err := rows.Scan(&key, &k.eventID, &k.reference); err != nil {
+			return nil, fmt.Errorf("read dedup keys: %w", err)
+		}
+		found[key] = k
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read dedup keys: %w", err)
+	}
+	for k, j := range jobs {
+		key := j.req.DedupKey
+		if !slices.Contains(held, key) || owner[key] != j.p.ID {
+			continue
+		}
+		first, ok := found[key]
+		if !ok || first.eventID == j.p.ID {
+			continue // released meanwhile, or its own key: deliver
+		}
+		d.tel.decided(j.p.Channel, RuleDedup)
+		stopped[k] = keyStop{res: relay.DoneWith(first.reference).WithCode(CodeDuplicate).WithDetail(map[string]any{
+			"rule": RuleDedup, "duplicate_of": first.eventID.String(), "reference": first.reference})}
+	}
+	return stopped, nil
+}
+
+// scanKeys reads the keys a claimKeys statement returned.
+func scanKeys(rows *sql.Rows, err error) ([]string, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var keys []string
+	for rows.Next() {
+		var key string
+		if err := rows.Scan(&key); err != nil {
+			return nil, err
+		}
+		keys = append(keys, key)
+	}
+	return keys, rows.Err()
+}

@@ -1,0 +1,3 @@
+DROP TABLE dedup;
+DROP TABLE quiet_hours;
+DROP TABLE preference;

@@ -1,0 +1,429 @@
+package notification
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tidings-go/tidings/dbtx"
+	"github.com/tidings-go/tidings/internal/ident"
+	"github.com/tidings-go/tidings/internal/migrate"
+	"github.com/tidings-go/tidings/internal/validate"
+)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// Migrations returns the SQL migrations of the recipient rules' tables
+// (preferences, quiet hours, dedup keys), named as golang-migrate
+// expects. tidings.Migrate applies them with the outbox and the inbox.
+func Migrations() fs.FS { return migrate.Dir(migrationFiles) }
+
+// Category declares a category that requests may name (Request.Category)
+// in Config.Categories: whether it is critical, and what a subject gets
+// on each channel when no preference of theirs says otherwise.
+type Category struct {
+	// Critical requests of this category bypass preferences and quiet
+	// hours, as security mail does (a password changed, a verification
+	// code). They never bypass the suppression of an address.
+	Critical bool
+
+	// Defaults maps a channel to whether a subject gets this category on
+	// it when no preference row applies; the key "" stands for every
+	// channel not listed. A channel neither lists is on. An opt-in
+	// category: {"": false}.
+	Defaults map[string]bool
+}
+
+// Preference is a subject's wish about one category on one channel. An
+// empty Category or Channel stands for every one.
+//
+// The preference that applies to a request is the most specific row of
+// its subject: category and channel; then category alone or channel
+// alone, and when both exist and disagree, off; then the subject's row
+// for everything; then the category's Defaults (see Category). So a
+// subject who turned everything off gets nothing but critical requests,
+// and one who then turned mail on for bookings gets booking mail:
+//
+//	rows of the subject                 request       sent?
+//	(none)                              booking/push  Defaults, else yes
+//	*/* off                             booking/push  no
+//	*/* off, booking/mail on            booking/mail  yes
+//	booking/* off                       booking/mail  no
+//	booking/* off, booking/mail on      booking/mail  yes
+//	*/push off                          booking/push  no
+//	*/push off, booking/* on            booking/push  no (equally specific: off wins)
+//	*/push off, booking/push on         booking/push  yes
+type Preference struct {
+	Category string
+	Channel  string
+	Enabled  bool
+
+	// UpdatedAt is when the row was last written (read only).
+	UpdatedAt time.Time
+}
+
+// TimeOfDay is a wall-clock time in a subject's time zone, in minutes
+// after midnight (0 to 1439).
+type TimeOfDay int
+
+// At returns the time of day hour:minute.
+func At(hour, minute int) TimeOfDay { return TimeOfDay(hour*60 + minute) }
+
+// String writes t as "15:04".
+func (t TimeOfDay) String() string { return fmt.Sprintf("%02d:%02d", int(t)/60, int(t)%60) }
+
+// MarshalText writes t as "15:04".
+func (t TimeOfDay) MarshalText() ([]byte, error) { return []byte(t.String()), nil }
+
+// UnmarshalText reads "15:04".
+func (t *TimeOfDay) UnmarshalText(b []byte) error {
+	h, m, ok := strings.Cut(string(b), ":")
+	hour, herr := strconv.Atoi(h)
+	minute, merr := strconv.Atoi(m)
+	if !ok || herr != nil || merr != nil || hour < 0 || hour > 23 || minute < 0 || minute > 59 {
+		return fmt.Errorf("notification: time of day %q is not hh:mm", b)
+	}
+	*t = At(hour, minute)
+	return nil
+}
+
+// QuietWindow is a span of a subject's day in which non-critical requests
+// wait: a request that comes due inside it is deferred to its end.
+type QuietWindow struct {
+	// Days are the weekdays the window starts on; empty means every day.
+	Days []time.Weekday `json:"days,omitempty"`
+	// Start and End bound the window, in the subject's zone. An End before
+	// Start crosses midnight: 22:00 to 07:00 ends the next morning. An
+	// edge that does not exist on a night the clocks go forward moves
+	// forward with them.
+	Start TimeOfDay `json:"start"`
+	End   TimeOfDay `json:"end"`
+	// Channels the window holds back; empty means every channel.
+	Channels []string `json:"channels,omitempty"`
+}
+
+// QuietHours are a subject's time zone and quiet windows.
+type QuietHours struct {
+	// TimeZone is an IANA zone, such as "Europe/Berlin". The relay's
+	// machine needs the zone database (or the program imports
+	// time/tzdata).
+	TimeZone string
+	Windows  []QuietWindow
+}
+
+// validate checks q, naming the field, and returns its zone.
+func (q QuietHours) validate() (*time.Location, error) {
+	loc, err := time.LoadLocation(q.TimeZone)
+	if err != nil || q.TimeZone == "" {
+		return nil, fmt.Errorf("%w: QuietHours.TimeZone %q is not an IANA time zone", ErrInvalidRequest, q.TimeZone)
+	}
+	for i, w := range q.Windows {
+		field := fmt.Sprintf("QuietHours.Windows[%d]", i)
+		switch {
+		case w.Start < 0 || w.Start >= At(24, 0) || w.End < 0 || w.End >= At(24, 0):
+			return nil, fmt.Errorf("%w: %s: Start and End must be times of day, 00:00 to 23:59", ErrInvalidRequest, field)
+		case w.Start == w.End:
+			return nil, fmt.Errorf("%w: %s: Start and End are both %s: the window is empty", ErrInvalidRequest, field, w.Start)
+		}
+		for _, d := range w.Days {
+			if d < time.Sunday || d > time.Saturday {
+				return nil, fmt.Errorf("%w: %s: Days holds %d, not a weekday", ErrInvalidRequest, field, d)
+			}
+		}
+		for _, ch := range w.Channels {
+			if err := ident.Check(field+".Channels", ch); err != nil {
+				return nil, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+			}
+		}
+	}
+	return loc, nil
+}
+
+// policyQueries are the statements of the recipient rules for one schema.
+type policyQueries struct {
+	setPreference, deletePreference, preferences string
+	setQuiet, deleteQuiet, quiet                 string
+	// What the dispatcher reads per batch.
+	batchPreferences, batchQuiet string
+	// The dedup keys of one claim's transaction.
+	claimKeys, readKeys, keyReferences, releaseKeys string
+	purgeKeys                                       string
+}
+
+func newPolicyQueries(schema string) policyQueries {
+	s := ident.Quote(schema)
+	r := strings.NewReplacer("{preference}", s+".preference", "{quiet}", s+".quiet_hours", "{dedup}", s+".dedup")
+	return policyQueries{
+		setPreference: r.Replace(`INSERT INTO {preference} (subject, category, channel, enabled) VALUES ($1, $2, $3, $4)
+			ON CONFLICT (subject, category, channel) DO UPDATE SET enabled = excluded.enabled, updated_at = now()`),
+		deletePreference: r.Replace(`DELETE FROM {preference} WHERE subject = $1 AND category = $2 AND channel = $3`),
+		preferences: r.Replace(`SELECT category, channel, enabled, updated_at FROM {preference}
+			WHERE subject = $1 ORDER BY category, channel`),
+		setQuiet: r.Replace(`INSERT INTO {quiet} (subject, time_zone, windows) VALUES ($1, $2, $3)
+			ON CONFLICT (subject) DO UPDATE SET time_zone = excluded.time_zone, windows = excluded.windows, updated_at = now()`),
+		deleteQuiet: r.Replace(`DELETE FROM {quiet} WHERE subject = $1`),
+		quiet:       r.Replace(`SELECT time_zone, windows FROM {quiet} WHERE subject = $1`),
+
+		batchPreferences: r.Replace(`SELECT subject, category, channel, enabled, updated_at FROM {preference}
+			WHERE subject = ANY($1::text[])`),
+		// The database's clock comes with the rows, whether there are any.
+		batchQuiet: r.Replace(`SELECT now(), q.subject, q.time_zone, q.windows FROM (SELECT 1) one
+			LEFT JOIN {quiet} q ON q.subject = ANY($1::text[])`),
+
+		// Keys in order, so two transactions claiming overlapping keys
+		// wait for each other instead of deadlocking. A key another open
+		// transaction holds makes this wait for its end.
+		claimKeys: r.Replace(`INSERT INTO {dedup} (consumer, key, event_id)
+			SELECT $1, key, event_id FROM unnest($2::text[], $3::uuid[]) AS k(key, event_id) ORDER BY key
+			ON CONFLICT (consumer, key) DO NOTHING
+			RETURNING key`),
+		readKeys: r.Replace(`SELECT key, event_id, reference FROM {dedup} WHERE consumer = $1 AND key = ANY($2::text[])`),
+		keyReferences: r.Replace(`UPDATE {dedup} d SET reference = u.reference
+			FROM unnest($2::text[], $3::text[]) AS u(key, reference) WHERE d.consumer = $1 AND d.key = u.key`),
+		releaseKeys: r.Replace(`DELETE FROM {dedup} WHERE consumer = $1 AND key = ANY($2::text[])`),
+		purgeKeys: r.Replace(`DELETE FROM {dedup} d USING (
+				SELECT consumer, key FROM {dedup} WHERE claimed_at < now() - make_interval(secs => $1)
+				LIMIT $2 FOR UPDATE SKIP LOCKED) old
+			WHERE d.consumer = old.consumer AND d.key = old.key`),
+	}
+}
+
+// checkSubject checks a subject given to a preference or quiet-hours call.
+func checkSubject(subject string) error {
+	if subject == "" {
+		return fmt.Errorf("%w: subject is empty", ErrInvalidRequest)
+	}
+	if err := validate.Printable("subject", subject, SubjectMaxLen); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+	}
+	return nil
+}
+
+// checkScope checks a preference's category and channel: each empty (for
+// every one) or a lower-case identifier.
+func checkScope(category, channel string) error {
+	for field, v := range map[string]string{"Category": category, "Channel": channel} {
+		if v == "" {
+			continue
+		}
+		if err := ident.Check(field, v); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+		}
+	}
+	return nil
+}
+
+// SetPreference writes subject's preference p inside tx, the caller's own
+// transaction: a settings form commits it with the rest of the user's
+// settings, and a request staged in the same transaction is decided by
+// it. It replaces the row of the same category and channel.
+func (c *Client) SetPreference(ctx context.Context, tx dbtx.Execer, subject string, p Preference) error {
+	if err := errors.Join(checkSubject(subject), checkScope(p.Category, p.Channel), validate.NotNil("tx", tx)); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, c.policy.setPreference, subject, p.Category, p.Channel, p.Enabled); err != nil {
+		return fmt.Errorf("notification: set preference: %w", err)
+	}
+	return nil
+}
+
+// DeletePreference removes subject's preference for category and channel
+// inside tx; the next more general one applies again.
+func (c *Client) DeletePreference(ctx context.Context, tx dbtx.Execer, subject, category, channel string) error {
+	if err := errors.Join(checkSubject(subject), checkScope(category, channel), validate.NotNil("tx", tx)); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, c.policy.deletePreference, subject, category, channel); err != nil {
+		return fmt.Errorf("notification: delete preference: %w", err)
+	}
+	return nil
+}
+
+// Preferences returns subject's preferences, by category and channel.
+func (c *Client) Preferences(ctx context.Context, subject string) ([]Preference, error) {
+	if err := checkSubject(subject); err != nil {
+		return nil, err
+	}
+	rows, err := c.db.QueryContext(ctx, c.policy.preferences, subject)
+	if err != nil {
+		return nil, fmt.Errorf("notification: preferences: %w", err)
+	}
+	defer rows.Close()
+	var out []Preference
+	for rows.Next() {
+		var p Preference
+		if err := rows.Scan(&p.Category, &p.Channel, &p.Enabled, &p.UpdatedAt); err != nil {
+			return nil, fmt.Errorf("notification: preferences: %w", err)
+		}
+		out = append(out, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("notification: preferences: %w", err)
+	}
+	return out, nil
+}
+
+// SetQuietHours writes subject's time zone and quiet windows inside tx,
+// replacing any earlier ones; with no windows it removes them.
+func (c *Client) SetQuietHours(ctx context.Context, tx dbtx.Execer, subject string, q QuietHours) error {
+	if err := errors.Join(checkSubject(subject), validate.NotNil("tx", tx)); err != nil {
+		return err
+	}
+	if len(q.Windows) == 0 {
+		if _, err := tx.ExecContext(ctx, c.policy.deleteQuiet, subject); err != nil {
+			return fmt.Errorf("notification: set quiet hours: %w", err)
+		}
+		return nil
+	}
+	if _, err := q.validate(); err != nil {
+		return err
+	}
+	windows, err := json.Marshal(q.Windows)
+	if err != nil {
+		return fmt.Errorf("notification: set quiet hours: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, c.policy.setQuiet, subject, q.TimeZone, windows); err != nil {
+		return fmt.Errorf("notification: set quiet hours: %w", err)
+	}
+	return nil
+}
+
+// QuietHoursOf returns subject's quiet hours; none is the zero QuietHours.
+func (c *Client) QuietHoursOf(ctx context.Context, subject string) (QuietHours, error) {
+	if err := checkSubject(subject); err != nil {
+		return QuietHours{}, err
+	}
+	var q QuietHours
+	var windows []byte
+	err := c.db.QueryRowContext(ctx, c.policy.quiet, subject).Scan(&q.TimeZone, &windows)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return QuietHours{}, nil
+	case err != nil:
+		return QuietHours{}, fmt.Errorf("notification: quiet hours: %w", err)
+	}
+	if err := json.Unmarshal(windows, &q.Windows); err != nil {
+		return QuietHours{}, fmt.Errorf("notification: quiet hours: %w", err)
+	}
+	return q, nil
+}
+
+// preferenceOf decides whether a request of category on channel goes out
+// by the rows of its subject, and says what decided it.
+func preferenceOf(rows []Preference, cat Category, category, channel string) (enabled bool, detail map[string]any) {
+	row := func(p Preference, level string) map[string]any {
+		return map[string]any{"rule": "preference", "level": level, "category": p.Category, "channel": p.Channel,
+			"enabled": p.Enabled, "updated_at": p.UpdatedAt}
+	}
+	find := func(category, channel string) (Preference, bool) {
+		i := slices.IndexFunc(rows, func(p Preference) bool { return p.Category == category && p.Channel == channel })
+		if i < 0 {
+			return Preference{}, false
+		}
+		return rows[i], true
+	}
+	if category != "" {
+		if p, ok := find(category, channel); ok {
+			return p.Enabled, row(p, "category and channel")
+		}
+	}
+	var mid []Preference
+	if category != "" {
+		if p, ok := find(category, ""); ok {
+			mid = append(mid, p)
+		}
+	}
+	if p, ok := find("", channel); ok {
+		mid = append(mid, p)
+	}
+	if len(mid) > 0 {
+		for _, p := range mid {
+			if !p.Enabled {
+				return false, row(p, "category or channel")
+			}
+		}
+		return true, row(mid[0], "category or channel")
+	}
+	if p, ok := find("", ""); ok {
+		return p.Enabled, row(p, "everything")
+	}
+	if on, ok := cat.Defaults[channel]; ok {
+		return on, map[string]any{"rule": "category_default", "category": category, "channel": channel, "enabled": on}
+	}
+	if on, ok := cat.Defaults[""]; ok {
+		return on, map[string]any{"rule": "category_default", "category": category, "channel": "", "enabled": on}
+	}
+	return true, nil
+}
+
+// quietUntil returns when the quiet windows of q that hold back channel,
+// and that t falls in, end (windows that follow one another count as
+// one), and the window that ends last; the zero time when t is in none.
+func quietUntil(q QuietHours, loc *time.Location, t time.Time, channel string) (time.Time, QuietWindow) {
+	var until time.Time
+	var last QuietWindow
+	cur := t
+	for range 8 { // windows end within a day; chains longer than a week are not followed
+		moved := false
+		for _, w := range q.Windows {
+			if len(w.Channels) > 0 && !slices.Contains(w.Channels, channel) {
+				continue
+			}
+			if end, in := w.endIfIn(cur.In(loc)); in && end.After(cur) {
+				cur, last, moved = end, w, true
+			}
+		}
+		if !moved {
+			break
+		}
+		until = cur
+	}
+	return until, last
+}
+
+// endIfIn reports whether the local time t falls in w, and when that
+// occurrence of w ends.
+func (w QuietWindow) endIfIn(t time.Time) (time.Time, bool) {
+	on := func(d time.Weekday) bool { return len(w.Days) == 0 || slices.Contains(w.Days, d) }
+	tod := At(t.Hour(), t.Minute())
+	at := func(day time.Time, tod TimeOfDay) time.Time {
+		y, m, d := day.Date()
+		return time.Date(y, m, d, int(tod)/60, int(tod)%60, 0, 0, t.Location())
+	}
+	switch {
+	case w.Start < w.End:
+		if on(t.Weekday()) && tod >= w.Start && tod < w.End {
+			return at(t, w.End), true
+		}
+	case tod >= w.Start && on(t.Weekday()): // crosses midnight: the evening part
+		return at(t.AddDate(0, 0, 1), w.End), true
+	case tod < w.End && on(t.AddDate(0, 0, -1).Weekday()): // the morning part
+		return at(t, w.End), true
+	}
+	return time.Time{}, false
+}
+
+// describe writes w for a timeline, such as "22:00-07:00 Mon,Tue (sms)".
+func (w QuietWindow) describe() string {
+	s := w.Start.String() + "-" + w.End.String()
+	if len(w.Days) > 0 {
+		days := make([]string, len(w.Days))
+		for i, d := range w.Days {
+			days[i] = d.String()[:3]
+		}
+		s += " " + strings.Join(days, ",")
+	}
+	if len(w.Channels) > 0 {
+		s += " (" + strings.Join(w.Channels, ",") + ")"
+	}
+	return s
+}
