@@ -54,7 +54,8 @@ const (
 	// transaction commits the delivery's inbox claim; the relay writes the
 	// outcome after it, with other requests' outcomes in one statement
 	// (until then Status says pending, and the claim already keeps the
-	// request from being delivered again).
+	// request from being delivered again). A request with a dedup key
+	// commits its outcome with its claim and its key.
 	CommitEach
 	// CommitShared lets the requests of one claimed batch and channel share
 	// a transaction and its commit: one commit for the lot, and one

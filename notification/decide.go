@@ -76,56 +76,65 @@ type quietOf struct {
 	loc *time.Location
 }
 
-// readRules reads the preferences and quiet hours of subjects.
+// readRules reads the preferences and quiet hours of subjects, and the
+// database's clock, in one statement.
 func (d *Dispatcher) readRules(ctx context.Context, bind *binding, subjects []string) (rules, error) {
 	r := rules{now: time.Now(), preferences: map[string][]Preference{}, quiet: map[string]quietOf{}}
 	if len(subjects) == 0 {
 		return r, nil
 	}
-	rows, err := bind.db.QueryContext(ctx, bind.policy.batchPreferences, pq.Array(subjects))
+	rows, err := bind.db.QueryContext(ctx, bind.policy.batchRules, pq.Array(subjects))
 	if err != nil {
-		return r, fmt.Errorf("read preferences: %w", err)
-	}
-	for rows.Next() {
-		var subject string
-		var p Preference
-		if err := rows.Scan(&subject, &p.Category, &p.Channel, &p.Enabled, &p.UpdatedAt); err != nil {
-			rows.Close()
-			return r, fmt.Errorf("read preferences: %w", err)
-		}
-		r.preferences[subject] = append(r.preferences[subject], p)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return r, fmt.Errorf("read preferences: %w", err)
-	}
-
-	rows, err = bind.db.QueryContext(ctx, bind.policy.batchQuiet, pq.Array(subjects))
-	if err != nil {
-		return r, fmt.Errorf("read quiet hours: %w", err)
+		return r, fmt.Errorf("read the recipient rules: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var subject, zone *string
+		var kind, subject string
+		var category, channel, zone sql.NullString
+		var enabled sql.NullBool
+		var at sql.NullTime
 		var windows []byte
-		if err := rows.Scan(&r.now, &subject, &zone, &windows); err != nil {
-			return r, fmt.Errorf("read quiet hours: %w", err)
+		if err := rows.Scan(&kind, &subject, &category, &channel, &enabled, &at, &zone, &windows); err != nil {
+			return r, fmt.Errorf("read the recipient rules: %w", err)
 		}
-		if subject == nil {
-			continue
+		switch kind {
+		case "n":
+			r.now = at.Time
+		case "p":
+			r.preferences[subject] = append(r.preferences[subject], Preference{Category: category.String,
+				Channel: channel.String, Enabled: enabled.Bool, UpdatedAt: at.Time})
+		case "q":
+			if q, ok := d.quietOf(ctx, zone.String, windows); ok {
+				r.quiet[subject] = q
+			}
 		}
-		q := quietOf{QuietHours: QuietHours{TimeZone: *zone}}
-		if err := json.Unmarshal(windows, &q.Windows); err != nil {
-			d.log.WarnContext(ctx, "ignoring undecodable quiet hours", "err", err)
-			continue
-		}
-		if q.loc, err = time.LoadLocation(q.TimeZone); err != nil {
-			d.log.WarnContext(ctx, "ignoring quiet hours in a time zone this machine does not know", "time_zone", q.TimeZone, "err", err)
-			continue
-		}
-		r.quiet[*subject] = q
 	}
-	return r, rows.Err()
+	if err := rows.Err(); err != nil {
+		return r, fmt.Errorf("read the recipient rules: %w", err)
+	}
+	return r, nil
+}
+
+// quietOf reads a subject's quiet hours, with their zone loaded once per
+// dispatcher; false for hours it cannot use, which it logs.
+func (d *Dispatcher) quietOf(ctx context.Context, zone string, windows []byte) (quietOf, bool) {
+	q := quietOf{QuietHours: QuietHours{TimeZone: zone}}
+	if err := json.Unmarshal(windows, &q.Windows); err != nil {
+		d.log.WarnContext(ctx, "ignoring undecodable quiet hours", "err", err)
+		return q, false
+	}
+	if loc, ok := d.zones.Load(zone); ok {
+		q.loc = loc.(*time.Location)
+		return q, true
+	}
+	loc, err := time.LoadLocation(zone)
+	if err != nil {
+		d.log.WarnContext(ctx, "ignoring quiet hours in a time zone this machine does not know", "time_zone", zone, "err", err)
+		return q, false
+	}
+	d.zones.Store(zone, loc)
+	q.loc = loc
+	return q, true
 }
 
 // decide applies the recipient rules to jobs before any of them is

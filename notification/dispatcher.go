@@ -52,6 +52,7 @@ type Dispatcher struct {
 	channels map[string]channel
 	log      *slog.Logger
 	tel      telemetry
+	zones    sync.Map // IANA name -> *time.Location, loaded once
 
 	mu    sync.Mutex
 	bound *binding // set by the first Prepare
@@ -276,8 +277,8 @@ const commitSlack = 5 * time.Second
 // the first time, releases the claims of those not delivered, writes every
 // outcome and commits. The claims that committed are the deliveries that
 // happened. The transaction of a request of a channel that does not share
-// commits holds only its claim, and leaves the outcome to the relay's
-// settle.
+// commits holds only its claim (and its dedup key), and leaves the outcome
+// to the relay's settle unless it has a dedup key.
 func (d *Dispatcher) deliverAll(ctx context.Context, bind *binding, b *relay.Batch, jobs []job) {
 	// The transaction serves every job: it must not end with the hand's
 	// context, only a little after the deliveries' deadline.
@@ -315,7 +316,7 @@ func (d *Dispatcher) deliverAll(ctx context.Context, bind *binding, b *relay.Bat
 	idx := make([]int, len(jobs))
 	results := make([]relay.Result, len(jobs))
 	var release []uuid.UUID
-	var delivered, references, failed []string // dedup keys
+	var failed []string // dedup keys of requests not delivered
 	for k, j := range jobs {
 		idx[k] = j.i
 		stop, stopped := stops[k]
@@ -330,9 +331,6 @@ func (d *Dispatcher) deliverAll(ctx context.Context, bind *binding, b *relay.Bat
 			}
 		case outs[k].Kind() == delivery.KindDelivered:
 			results[k] = relay.DoneWith(outs[k].Reference()).WithCode(CodeDelivered)
-			if j.req.DedupKey != "" {
-				delivered, references = append(delivered, j.req.DedupKey), append(references, outs[k].Reference())
-			}
 		default:
 			results[k] = d.failed(j, outs[k])
 			release = append(release, j.p.ID)
@@ -352,18 +350,14 @@ func (d *Dispatcher) deliverAll(ctx context.Context, bind *binding, b *relay.Bat
 			b.Answer(j.i, results[k])
 		}
 	}
-	if len(delivered) > 0 {
-		if _, err := tx.ExecContext(txCtx, bind.policy.keyReferences, d.cfg.Consumer, pq.Array(delivered), pq.Array(references)); err != nil {
-			notCommitted(fmt.Errorf("keep the dedup keys' references: %w", err))
-			return
-		}
-	}
-	if !jobs[0].ch.shared {
+	if !jobs[0].ch.shared && jobs[0].req.DedupKey == "" {
 		// A transaction of its own commits a delivery's claim alone; the
 		// relay's settle writes the outcome after the commit, in one
 		// statement with other requests' outcomes. Writing it here cost
 		// the server twice the CPU per request (BENCHMARKS.md). Anything
-		// else the rollback takes back, the claim with it.
+		// else the rollback takes back, the claim with it. A request with
+		// a dedup key writes its outcome with the key, whose duplicates
+		// read its reference from its row.
 		if len(release) == 0 && first[jobs[0].p.ID] {
 			if err := tx.Commit(); err != nil {
 				notCommitted(err)

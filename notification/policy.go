@@ -71,28 +71,45 @@ type Preference struct {
 	UpdatedAt time.Time
 }
 
-// TimeOfDay is a wall-clock time in a subject's time zone, in minutes
-// after midnight (0 to 1439).
+// TimeOfDay is a wall-clock time in a subject's time zone, in seconds
+// after midnight (0 to 86399).
 type TimeOfDay int
 
 // At returns the time of day hour:minute.
-func At(hour, minute int) TimeOfDay { return TimeOfDay(hour*60 + minute) }
+func At(hour, minute int) TimeOfDay { return TimeOfDay(hour*3600 + minute*60) }
 
-// String writes t as "15:04".
-func (t TimeOfDay) String() string { return fmt.Sprintf("%02d:%02d", int(t)/60, int(t)%60) }
+// TimeOfDayOf returns the wall-clock time of t, to the second.
+func TimeOfDayOf(t time.Time) TimeOfDay {
+	return TimeOfDay(t.Hour()*3600 + t.Minute()*60 + t.Second())
+}
 
-// MarshalText writes t as "15:04".
+// String writes t as "15:04", or "15:04:05" when it has seconds.
+func (t TimeOfDay) String() string {
+	if t%60 != 0 {
+		return fmt.Sprintf("%02d:%02d:%02d", int(t)/3600, int(t)/60%60, int(t)%60)
+	}
+	return fmt.Sprintf("%02d:%02d", int(t)/3600, int(t)/60%60)
+}
+
+// MarshalText writes t as String does.
 func (t TimeOfDay) MarshalText() ([]byte, error) { return []byte(t.String()), nil }
 
-// UnmarshalText reads "15:04".
+// UnmarshalText reads "15:04" or "15:04:05".
 func (t *TimeOfDay) UnmarshalText(b []byte) error {
-	h, m, ok := strings.Cut(string(b), ":")
-	hour, herr := strconv.Atoi(h)
-	minute, merr := strconv.Atoi(m)
-	if !ok || herr != nil || merr != nil || hour < 0 || hour > 23 || minute < 0 || minute > 59 {
-		return fmt.Errorf("notification: time of day %q is not hh:mm", b)
+	parts := strings.Split(string(b), ":")
+	var v [3]int
+	ok := len(parts) == 2 || len(parts) == 3
+	for i, p := range parts {
+		n, err := strconv.Atoi(p)
+		ok = ok && i < 3 && err == nil && n >= 0 && n < [3]int{24, 60, 60}[min(i, 2)]
+		if ok {
+			v[i] = n
+		}
 	}
-	*t = At(hour, minute)
+	if !ok {
+		return fmt.Errorf("notification: time of day %q is not hh:mm or hh:mm:ss", b)
+	}
+	*t = TimeOfDay(v[0]*3600 + v[1]*60 + v[2])
 	return nil
 }
 
@@ -130,7 +147,7 @@ func (q QuietHours) validate() (*time.Location, error) {
 		field := fmt.Sprintf("QuietHours.Windows[%d]", i)
 		switch {
 		case w.Start < 0 || w.Start >= At(24, 0) || w.End < 0 || w.End >= At(24, 0):
-			return nil, fmt.Errorf("%w: %s: Start and End must be times of day, 00:00 to 23:59", ErrInvalidRequest, field)
+			return nil, fmt.Errorf("%w: %s: Start and End must be times of day, 00:00:00 to 23:59:59", ErrInvalidRequest, field)
 		case w.Start == w.End:
 			return nil, fmt.Errorf("%w: %s: Start and End are both %s: the window is empty", ErrInvalidRequest, field, w.Start)
 		}
@@ -153,15 +170,15 @@ type policyQueries struct {
 	setPreference, deletePreference, preferences string
 	setQuiet, deleteQuiet, quiet                 string
 	// What the dispatcher reads per batch.
-	batchPreferences, batchQuiet string
+	batchRules string
 	// The dedup keys of one claim's transaction.
-	claimKeys, readKeys, keyReferences, releaseKeys string
-	purgeKeys                                       string
+	claimKeys, readKeys, releaseKeys, purgeKeys string
 }
 
 func newPolicyQueries(schema string) policyQueries {
 	s := ident.Quote(schema)
-	r := strings.NewReplacer("{preference}", s+".preference", "{quiet}", s+".quiet_hours", "{dedup}", s+".dedup")
+	r := strings.NewReplacer("{preference}", s+".preference", "{quiet}", s+".quiet_hours", "{dedup}", s+".dedup",
+		"{outbox}", s+".outbox")
 	return policyQueries{
 		setPreference: r.Replace(`INSERT INTO {preference} (subject, category, channel, enabled) VALUES ($1, $2, $3, $4)
 			ON CONFLICT (subject, category, channel) DO UPDATE SET enabled = excluded.enabled, updated_at = now()`),
@@ -173,11 +190,14 @@ func newPolicyQueries(schema string) policyQueries {
 		deleteQuiet: r.Replace(`DELETE FROM {quiet} WHERE subject = $1`),
 		quiet:       r.Replace(`SELECT time_zone, windows FROM {quiet} WHERE subject = $1`),
 
-		batchPreferences: r.Replace(`SELECT subject, category, channel, enabled, updated_at FROM {preference}
-			WHERE subject = ANY($1::text[])`),
-		// The database's clock comes with the rows, whether there are any.
-		batchQuiet: r.Replace(`SELECT now(), q.subject, q.time_zone, q.windows FROM (SELECT 1) one
-			LEFT JOIN {quiet} q ON q.subject = ANY($1::text[])`),
+		// Preferences (p) and quiet hours (q) of a batch's subjects in one
+		// round trip, and the database's clock, whether there are rows.
+		batchRules: r.Replace(`SELECT 'p', subject, category, channel, enabled, updated_at, NULL, NULL FROM {preference}
+			WHERE subject = ANY($1::text[])
+			UNION ALL
+			SELECT 'q', subject, NULL, NULL, NULL, NULL, time_zone, windows FROM {quiet} WHERE subject = ANY($1::text[])
+			UNION ALL
+			SELECT 'n', '', NULL, NULL, NULL, now(), NULL, NULL`),
 
 		// Keys in order, so two transactions claiming overlapping keys
 		// wait for each other instead of deadlocking. A key another open
@@ -186,9 +206,10 @@ func newPolicyQueries(schema string) policyQueries {
 			SELECT $1, key, event_id FROM unnest($2::text[], $3::uuid[]) AS k(key, event_id) ORDER BY key
 			ON CONFLICT (consumer, key) DO NOTHING
 			RETURNING key`),
-		readKeys: r.Replace(`SELECT key, event_id, reference FROM {dedup} WHERE consumer = $1 AND key = ANY($2::text[])`),
-		keyReferences: r.Replace(`UPDATE {dedup} d SET reference = u.reference
-			FROM unnest($2::text[], $3::text[]) AS u(key, reference) WHERE d.consumer = $1 AND d.key = u.key`),
+		// The first request's reference is its row's result, written in
+		// the transaction that committed its key.
+		readKeys: r.Replace(`SELECT d.key, d.event_id, coalesce(o.result, '') FROM {dedup} d LEFT JOIN {outbox} o ON o.id = d.event_id
+			WHERE d.consumer = $1 AND d.key = ANY($2::text[])`),
 		releaseKeys: r.Replace(`DELETE FROM {dedup} WHERE consumer = $1 AND key = ANY($2::text[])`),
 		purgeKeys: r.Replace(`DELETE FROM {dedup} d USING (
 				SELECT consumer, key FROM {dedup} WHERE claimed_at < now() - make_interval(secs => $1)
@@ -203,6 +224,14 @@ func checkSubject(subject string) error {
 		return fmt.Errorf("%w: subject is empty", ErrInvalidRequest)
 	}
 	if err := validate.Printable("subject", subject, SubjectMaxLen); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+	}
+	return nil
+}
+
+// checkTx checks the caller's transaction.
+func checkTx(tx dbtx.Execer) error {
+	if err := validate.NotNil("tx", tx); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 	}
 	return nil
@@ -227,7 +256,7 @@ func checkScope(category, channel string) error {
 // settings, and a request staged in the same transaction is decided by
 // it. It replaces the row of the same category and channel.
 func (c *Client) SetPreference(ctx context.Context, tx dbtx.Execer, subject string, p Preference) error {
-	if err := errors.Join(checkSubject(subject), checkScope(p.Category, p.Channel), validate.NotNil("tx", tx)); err != nil {
+	if err := errors.Join(checkSubject(subject), checkScope(p.Category, p.Channel), checkTx(tx)); err != nil {
 		return err
 	}
 	if _, err := tx.ExecContext(ctx, c.policy.setPreference, subject, p.Category, p.Channel, p.Enabled); err != nil {
@@ -239,7 +268,7 @@ func (c *Client) SetPreference(ctx context.Context, tx dbtx.Execer, subject stri
 // DeletePreference removes subject's preference for category and channel
 // inside tx; the next more general one applies again.
 func (c *Client) DeletePreference(ctx context.Context, tx dbtx.Execer, subject, category, channel string) error {
-	if err := errors.Join(checkSubject(subject), checkScope(category, channel), validate.NotNil("tx", tx)); err != nil {
+	if err := errors.Join(checkSubject(subject), checkScope(category, channel), checkTx(tx)); err != nil {
 		return err
 	}
 	if _, err := tx.ExecContext(ctx, c.policy.deletePreference, subject, category, channel); err != nil {
@@ -275,7 +304,7 @@ func (c *Client) Preferences(ctx context.Context, subject string) ([]Preference,
 // SetQuietHours writes subject's time zone and quiet windows inside tx,
 // replacing any earlier ones; with no windows it removes them.
 func (c *Client) SetQuietHours(ctx context.Context, tx dbtx.Execer, subject string, q QuietHours) error {
-	if err := errors.Join(checkSubject(subject), validate.NotNil("tx", tx)); err != nil {
+	if err := errors.Join(checkSubject(subject), checkTx(tx)); err != nil {
 		return err
 	}
 	if len(q.Windows) == 0 {
@@ -394,10 +423,10 @@ func quietUntil(q QuietHours, loc *time.Location, t time.Time, channel string) (
 // occurrence of w ends.
 func (w QuietWindow) endIfIn(t time.Time) (time.Time, bool) {
 	on := func(d time.Weekday) bool { return len(w.Days) == 0 || slices.Contains(w.Days, d) }
-	tod := At(t.Hour(), t.Minute())
+	tod := TimeOfDayOf(t)
 	at := func(day time.Time, tod TimeOfDay) time.Time {
 		y, m, d := day.Date()
-		return time.Date(y, m, d, int(tod)/60, int(tod)%60, 0, 0, t.Location())
+		return time.Date(y, m, d, int(tod)/3600, int(tod)/60%60, int(tod)%60, 0, t.Location())
 	}
 	switch {
 	case w.Start < w.End:

@@ -119,3 +119,19 @@ func TestPreferenceOf(t *testing.T) {
 		})
 	}
 }
+
+func TestTimeOfDayText(t *testing.T) {
+	t.Parallel()
+	for text, want := range map[string]TimeOfDay{"22:00": At(22, 0), "07:05:09": At(7, 5) + 9, "00:00": 0, "23:59:59": At(23, 59) + 59} {
+		var got TimeOfDay
+		require.NoError(t, got.UnmarshalText([]byte(text)))
+		require.Equal(t, want, got)
+		b, err := got.MarshalText()
+		require.NoError(t, err)
+		require.Equal(t, text, string(b))
+	}
+	for _, bad := range []string{"", "24:00", "7", "07:60", "07:00:60", "a:b", "07:00:00:00", "-1:00"} {
+		var got TimeOfDay
+		require.Error(t, got.UnmarshalText([]byte(bad)), bad)
+	}
+}

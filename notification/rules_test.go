@@ -485,3 +485,50 @@ func TestDedupKeysArePurgedAfterTheirRetention(t *testing.T) {
 	require.Equal(t, notification.OutcomeDelivered, b.waitOutcome(t, again).Outcome)
 	require.Equal(t, 1, b.mail.Count(again))
 }
+
+// The rules' setters check their arguments, name the field, and write
+// nothing on an error.
+func TestRulesRefuseBadInput(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	for name, tc := range map[string]struct {
+		err  error
+		want string
+	}{
+		"EmptySubject": {b.client.SetPreference(ctx, b.db, "", notification.Preference{}), "subject is empty"},
+		"BadChannel":   {b.client.SetPreference(ctx, b.db, "u1", notification.Preference{Channel: "Push!"}), "Channel"},
+		"BadCategory":  {b.client.DeletePreference(ctx, b.db, "u1", "a b", ""), "Category"},
+		"NilTx":        {b.client.SetPreference(ctx, nil, "u1", notification.Preference{}), "tx is nil"},
+		"BadZone": {b.client.SetQuietHours(ctx, b.db, "u1", notification.QuietHours{TimeZone: "Mars/Olympus",
+			Windows: []notification.QuietWindow{{Start: notification.At(22, 0), End: notification.At(7, 0)}}}), "QuietHours.TimeZone"},
+		"EmptyWindow": {b.client.SetQuietHours(ctx, b.db, "u1", notification.QuietHours{TimeZone: "UTC",
+			Windows: []notification.QuietWindow{{Start: notification.At(7, 0), End: notification.At(7, 0)}}}), "QuietHours.Windows[0]: Start and End are both 07:00"},
+		"BadDay": {b.client.SetQuietHours(ctx, b.db, "u1", notification.QuietHours{TimeZone: "UTC",
+			Windows: []notification.QuietWindow{{Days: []time.Weekday{7}, Start: notification.At(1, 0), End: notification.At(2, 0)}}}), "Days holds 7"},
+	} {
+		require.ErrorIs(t, tc.err, notification.ErrInvalidRequest, name)
+		require.ErrorContains(t, tc.err, tc.want, name)
+	}
+	prefs, err := b.client.Preferences(ctx, "u1")
+	require.NoError(t, err)
+	require.Empty(t, prefs)
+	q, err := b.client.QuietHoursOf(ctx, "u1")
+	require.NoError(t, err)
+	require.Empty(t, q.Windows)
+
+	// Staging checks the new fields too.
+	for name, req := range map[string]notification.Request{
+		"Category": {Channel: "mail", Recipient: "a@example.com", Category: "Booking"},
+		"Subject":  {Channel: "mail", Recipient: "a@example.com", Subject: "ada\n"},
+		"DedupKey": {Channel: "mail", Recipient: "a@example.com", DedupKey: strings.Repeat("k", notification.DedupKeyMaxLen+1)},
+		"Secrets":  {Channel: "mail", Recipient: "a@example.com", Data: map[string]any{"code": 1}, Secrets: map[string]string{"code": "2"}},
+		"ExpiresAt": {Channel: "mail", Recipient: "a@example.com", NotBefore: time.Now().Add(time.Hour),
+			ExpiresAt: time.Now().Add(time.Minute)},
+	} {
+		_, err := b.client.Stage(ctx, b.db, module, req)
+		require.ErrorIs(t, err, notification.ErrInvalidRequest, name)
+		require.ErrorContains(t, err, name, name)
+		require.NotContains(t, err.Error(), "ada", "no subject quoted")
+	}
+}

@@ -110,6 +110,41 @@ func request(i int) notification.Request {
 	}
 }
 
+// ruleSubjects is how many subjects the requests of a drain with every
+// rule are about.
+const ruleSubjects = 1000
+
+// ruleRequest is req with every recipient rule on: a subject with
+// preferences and quiet hours (stageRules), a declared category, an
+// expiry, a dedup key of its own and a secret.
+func ruleRequest(req notification.Request, i int) notification.Request {
+	req.Subject = fmt.Sprintf("subject-%d", i%ruleSubjects)
+	req.Category = "welcome"
+	req.ExpiresAt = time.Now().Add(24 * time.Hour)
+	req.DedupKey = fmt.Sprintf("welcome-%d", i)
+	req.Secrets = map[string]string{"token": fmt.Sprintf("t%d", i)}
+	return req
+}
+
+// stageRules gives every subject of ruleRequest two preferences (one of
+// another category, one of another channel: both read, neither stops the
+// request) and a quiet window that is not open now, so that every rule is
+// read and decided and every request still goes out.
+func stageRules(ctx context.Context, db *sql.DB, s benchSchema) error {
+	later := time.Now().UTC().Add(6 * time.Hour)
+	windows := fmt.Sprintf(`[{"start": "%02d:00", "end": "%02d:30"}]`, later.Hour(), later.Hour())
+	if _, err := db.ExecContext(ctx, `INSERT INTO `+s.q+`.preference (subject, category, channel, enabled)
+			SELECT 'subject-' || i, 'marketing', '', false FROM generate_series(0, $1 - 1) i
+			UNION ALL SELECT 'subject-' || i, '', 'sms', false FROM generate_series(0, $1 - 1) i`, ruleSubjects); err != nil {
+		return fmt.Errorf("stage the preferences: %w", err)
+	}
+	if _, err := db.ExecContext(ctx, `INSERT INTO `+s.q+`.quiet_hours (subject, time_zone, windows)
+			SELECT 'subject-' || i, 'UTC', $2::jsonb FROM generate_series(0, $1 - 1) i`, ruleSubjects, windows); err != nil {
+		return fmt.Errorf("stage the quiet hours: %w", err)
+	}
+	return nil
+}
+
 // seqOf reads back the index request(i) put into the data.
 func seqOf(data map[string]any) (int, bool) {
 	f, ok := data["seq"].(float64)
@@ -119,7 +154,7 @@ func seqOf(data map[string]any) (int, bool) {
 // stageBacklog commits n requests into the schema's outbox without waking
 // anyone, chunk requests per statement, from two writers; it returns their
 // ids by index.
-func stageBacklog(ctx context.Context, db *sql.DB, s benchSchema, n, chunk int) ([]uuid.UUID, error) {
+func stageBacklog(ctx context.Context, db *sql.DB, s benchSchema, n, chunk int, rules bool) ([]uuid.UUID, error) {
 	ids := make([]uuid.UUID, n)
 	quiet := s.ob.WithoutWakeUp()
 	var next atomic.Int64
@@ -138,7 +173,11 @@ func stageBacklog(ctx context.Context, db *sql.DB, s benchSchema, n, chunk int) 
 				end := min(start+chunk, n)
 				msgs = msgs[:0]
 				for i := start; i < end; i++ {
-					m, err := request(i).Message(module)
+					req := request(i)
+					if rules {
+						req = ruleRequest(req, i)
+					}
+					m, err := req.Message(module)
 					if err != nil {
 						errs <- err
 						return

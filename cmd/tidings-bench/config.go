@@ -30,6 +30,7 @@ type config struct {
 	batches     []int
 	concurrency []int
 	drains      []drainConfig // explicit settings; nil means every combination of the three lists
+	rules       bool          // each drain again with every recipient rule on
 	stageChunk  int
 
 	// steady
@@ -96,6 +97,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&commits, "commit", "each,shared", "drain: how the channel's claims commit: each (notification.CommitEach) or shared (CommitShared)")
 	fs.StringVar(&batches, "batch", "50", "drain: relay BatchSize values")
 	fs.StringVar(&conc, "concurrency", "50", "drain: relay Concurrency values")
+	fs.BoolVar(&c.rules, "rules", false, "drain: run each setting twice, without and with every recipient rule on (a subject with preferences and quiet hours, a category, an expiry, a dedup key and a secret per request)")
 	fs.StringVar(&drains, "drain", "", "drain: explicit settings as commit/BatchSize/Concurrency triples, e.g. each/50/50,shared/500/500, with an optional fourth LaneLimit (each/50/50/50; the relay's default otherwise); overrides -commit, -batch and -concurrency")
 	fs.IntVar(&c.stageChunk, "stage-chunk", 5000, "requests per StageBatch when staging a backlog")
 

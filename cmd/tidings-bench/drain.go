@@ -20,7 +20,8 @@ import (
 type drainConfig struct {
 	commit      string
 	batch, conc int
-	lane        int // LaneLimit; 0 is the relay's default
+	lane        int  // LaneLimit; 0 is the relay's default
+	rules       bool // every recipient rule on (see ruleRequest)
 }
 
 func (d drainConfig) String() string {
@@ -28,11 +29,14 @@ func (d drainConfig) String() string {
 	if d.lane > 0 {
 		s += fmt.Sprintf(", LaneLimit %d", d.lane)
 	}
+	if d.rules {
+		s += ", every rule"
+	}
 	return s
 }
 
 func (d drainConfig) key() string {
-	return fmt.Sprintf("%s/b%d/c%d/l%d", d.commit, d.batch, d.conc, d.lane)
+	return fmt.Sprintf("%s/b%d/c%d/l%d/r%t", d.commit, d.batch, d.conc, d.lane, d.rules)
 }
 
 // mode is the notification.Commit of d.commit.
@@ -63,6 +67,7 @@ func (d drainConfig) dispatcher(dl delivery.Delivery) (*notification.Dispatcher,
 		Consumer:   consumer,
 		Deliveries: map[string]delivery.Delivery{channel: dl},
 		Commit:     map[string]notification.Commit{channel: d.mode()},
+		Categories: map[string]notification.Category{"welcome": {}, "marketing": {}},
 	})
 }
 
@@ -106,9 +111,14 @@ func drainOnce(ctx context.Context, cfg config, srv server, postmaster int, n in
 	defer s.drop(own)
 
 	progress("  staging %d requests", n)
-	ids, err := stageBacklog(ctx, db, s, n, cfg.stageChunk)
+	ids, err := stageBacklog(ctx, db, s, n, cfg.stageChunk, dc.rules)
 	if err != nil {
 		return r, err
+	}
+	if dc.rules {
+		if err := stageRules(ctx, db, s); err != nil {
+			return r, err
+		}
 	}
 	if err := prepareDrain(ctx, db, s); err != nil {
 		return r, err
@@ -229,20 +239,28 @@ func windows(ctx context.Context, db *sql.DB, s benchSchema, first, last time.Ti
 }
 
 // drainConfigs are the settings the drain tries: every combination of the
-// flags.
+// flags, each followed by itself with every rule on when -rules asks.
 func (c config) drainConfigs() []drainConfig {
-	if c.drains != nil {
-		return c.drains
-	}
-	var out []drainConfig
-	for _, g := range c.commits {
-		for _, b := range c.batches {
-			for _, cc := range c.concurrency {
-				out = append(out, drainConfig{commit: g, batch: b, conc: cc})
+	out := c.drains
+	if out == nil {
+		for _, g := range c.commits {
+			for _, b := range c.batches {
+				for _, cc := range c.concurrency {
+					out = append(out, drainConfig{commit: g, batch: b, conc: cc})
+				}
 			}
 		}
 	}
-	return out
+	if !c.rules {
+		return out
+	}
+	var both []drainConfig
+	for _, d := range out {
+		withRules := d
+		withRules.rules = true
+		both = append(both, d, withRules)
+	}
+	return both
 }
 
 func drainKey(dc drainConfig) string { return "drain/" + dc.key() }

@@ -22,15 +22,15 @@ CREATE TABLE quiet_hours (
 );
 
 -- Dedup keys: the request whose delivery committed first under a key, per
--- consumer, and its provider reference. Purged after the dispatcher's
--- DedupRetention.
+-- consumer (its provider reference is its outbox row's result). Purged
+-- after the dispatcher's DedupRetention, through a BRIN index: keys are
+-- written in time order, and it costs next to nothing to keep.
 CREATE TABLE dedup (
     consumer   text        NOT NULL,
     key        text        NOT NULL,
     event_id   uuid        NOT NULL,
-    reference  text        NOT NULL DEFAULT '',
     claimed_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (consumer, key)
 );
 
-CREATE INDEX dedup_claimed ON dedup (claimed_at);
+CREATE INDEX dedup_claimed ON dedup USING brin (claimed_at);

@@ -1,9 +1,14 @@
 // Command demo runs the booking service end to end on this machine: a
 // throwaway PostgreSQL (unless DATABASE_URL names one), a local SMTP server
 // and local Expo and Twilio stand-ins, the service itself, and a client that
-// confirms a handful of bookings through its HTTP API. It prints what each
-// channel received, the one notification that died (an invalid phone
-// number) with its reason, and its re-emit once the number is corrected.
+// confirms a handful of bookings through its HTTP API, with recipient
+// rules set: a host who turned push off for bookings, a driver who turned
+// everything off, a driver's quiet hours, a double click. It prints what
+// became of each notification and what each channel received, two
+// security notices that go whatever the rules say (one with a verification
+// code that is gone from the database once sent), the one notification
+// that died (an invalid phone number) with its reason, and its re-emit
+// once the number is corrected.
 // It stops everything it started before it exits.
 //
 //	go run ./examples/bookings/demo
@@ -11,8 +16,10 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +29,8 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -30,6 +39,7 @@ import (
 
 	"github.com/tidings-go/tidings/examples/bookings/internal/service"
 	"github.com/tidings-go/tidings/internal/pgtemp"
+	"github.com/tidings-go/tidings/notification"
 )
 
 func main() {
@@ -84,7 +94,8 @@ func run(ctx context.Context, out io.Writer) (err error) {
 	svcCtx, stopService := context.WithCancel(ctx)
 	served := make(chan error, 1)
 	go func() {
-		served <- service.Run(svcCtx, service.Config{DB: db, DSN: dsn, Channels: channels, Logger: logger}, ln)
+		served <- service.Run(svcCtx, service.Config{DB: db, DSN: dsn, Channels: channels, Logger: logger,
+			QuietHoursJitter: 200 * time.Millisecond}, ln)
 	}()
 	defer func() {
 		stopService()
@@ -92,11 +103,11 @@ func run(ctx context.Context, out io.Writer) (err error) {
 	}()
 
 	c := &client{base: "http://" + ln.Addr().String()}
-	return story(ctx, out, c, prov)
+	return story(ctx, out, c, prov, db)
 }
 
 // story is what a user of the API does, and what the demo shows of it.
-func story(ctx context.Context, out io.Writer, c *client, prov *providers) error {
+func story(ctx context.Context, out io.Writer, c *client, prov *providers, db *sql.DB) error {
 	users := []service.User{
 		{ID: "ada", Name: "Ada", Email: "ada@drivers.example", Phone: "+15005550006", PushToken: "ExponentPushToken[ada-device]"},
 		{ID: "grace", Name: "Grace", Email: "grace@drivers.example", Phone: invalidNumber, PushToken: "ExponentPushToken[grace-device]"},
@@ -108,8 +119,35 @@ func story(ctx context.Context, out io.Writer, c *client, prov *providers) error
 			return err
 		}
 	}
+
+	fmt.Fprintln(out, "\n== recipient rules, set through the API")
+	if err := c.do(ctx, http.MethodPut, "/users/hopper/preferences",
+		notification.Preference{Category: "booking", Channel: "push", Enabled: false}, nil); err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "hopper turned push off for bookings")
+	if err := c.do(ctx, http.MethodPut, "/users/alan/preferences", notification.Preference{Enabled: false}, nil); err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "alan turned every notification off")
+	// Ada's quiet window began a minute ago and ends in three seconds, so
+	// that the demo shows its end.
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		return err
+	}
+	now := time.Now().In(berlin)
+	quietEnd := now.Add(3 * time.Second)
+	if err := c.do(ctx, http.MethodPut, "/users/ada/quiet-hours", notification.QuietHours{TimeZone: "Europe/Berlin",
+		Windows: []notification.QuietWindow{{Start: notification.TimeOfDayOf(now.Add(-time.Minute)),
+			End: notification.TimeOfDayOf(quietEnd), Channels: []string{"sms"}}}}, nil); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "ada's texts are quiet until %s (Europe/Berlin)\n", quietEnd.Format(time.TimeOnly))
+
 	fmt.Fprintln(out, "\n== confirming bookings through the HTTP API")
 	var staged []uuid.UUID
+	var first service.Booking
 	for i, driver := range []string{"ada", "grace", "alan"} {
 		var b service.Booking
 		err := c.do(ctx, http.MethodPost, "/bookings", service.Booking{DriverID: driver, HostID: "hopper",
@@ -117,23 +155,58 @@ func story(ctx context.Context, out io.Writer, c *client, prov *providers) error
 		if err != nil {
 			return err
 		}
-		start := time.Now()
-		var confirmed struct {
-			Notifications []uuid.UUID `json:"notifications"`
+		if i == 0 {
+			first = b
 		}
-		if err := c.do(ctx, http.MethodPost, fmt.Sprintf("/bookings/%d/confirm", b.ID), nil, &confirmed); err != nil {
+		ids, took, err := c.confirm(ctx, b.ID)
+		if err != nil {
 			return err
 		}
 		fmt.Fprintf(out, "booking %d for %s confirmed in %s: %d notifications staged in the same transaction\n",
-			b.ID, driver, time.Since(start).Round(time.Millisecond), len(confirmed.Notifications))
-		staged = append(staged, confirmed.Notifications...)
+			b.ID, driver, took.Round(time.Millisecond), len(ids))
+		staged = append(staged, ids...)
 	}
+	again, _, err := c.confirm(ctx, first.ID)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "booking %d confirmed again (a double click): %d more staged, under the same dedup keys\n", first.ID, len(again))
+	staged = append(staged, again...)
 
+	outcomes := map[string]int{}
+	var adaSMS, dup *status
 	for _, id := range staged {
-		if _, err := c.waitSettled(ctx, id); err != nil {
+		st, err := c.waitSettled(ctx, id)
+		if err != nil {
 			return err
 		}
+		outcomes[cmp.Or(st.Outcome, st.State)]++
+		switch {
+		case st.Channel == "sms" && st.Outcome == "delivered" && slices.ContainsFunc(st.Timeline, func(e entry) bool {
+			return e.Code == notification.CodeQuietHours
+		}):
+			adaSMS = &st
+		case st.Outcome == "duplicate" && dup == nil:
+			dup = &st
+		}
 	}
+	fmt.Fprintln(out, "\n== what became of them")
+	fmt.Fprintf(out, "delivered %d, skipped %d (alan's, and hopper's pushes), duplicate %d, dead %d\n",
+		outcomes["delivered"], outcomes["skipped"], outcomes["duplicate"], outcomes["dead"])
+	if dup != nil {
+		fmt.Fprintf(out, "duplicate %s: of %v, the first receipt %s\n", dup.ID, dup.Timeline[len(dup.Timeline)-1].Detail["duplicate_of"], dup.Reference)
+	}
+	if adaSMS != nil {
+		for _, e := range adaSMS.Timeline {
+			if e.Code == notification.CodeQuietHours {
+				fmt.Fprintf(out, "ada's booking text: deferred at %s by quiet hours %v until %v\n",
+					e.At.In(berlin).Format(time.TimeOnly), e.Detail["window"], e.Detail["until"])
+			}
+		}
+		last := adaSMS.Timeline[len(adaSMS.Timeline)-1]
+		fmt.Fprintf(out, "ada's booking text: delivered at %s\n", last.At.In(berlin).Format(time.TimeOnly))
+	}
+
 	mails, pushes, texts := prov.received()
 	fmt.Fprintln(out, "\n== what each channel received")
 	fmt.Fprintf(out, "mail  %d:\n", len(mails))
@@ -151,6 +224,23 @@ func story(ctx context.Context, out io.Writer, c *client, prov *providers) error
 		}
 		fmt.Fprintf(out, "inapp %s: %d\n", u, len(inbox))
 	}
+
+	fmt.Fprintln(out, "\n== security notices")
+	st, err := c.stageAndWait(ctx, "/users/alan/password-changed")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "password-changed mail to alan, who turned everything off: %s\n", st.Outcome)
+	if st, err = c.stageAndWait(ctx, "/users/ada/verify-phone"); err != nil {
+		return err
+	}
+	code := strings.TrimSuffix(strings.TrimPrefix(prov.lastText(), "Your parking verification code is "), ".")
+	rows, err := rowsHolding(ctx, db, code)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "verification code to ada: %s, the text carried a %d-digit code; rows in the database holding it now: %d\n",
+		st.Outcome, len(code), rows)
 
 	fmt.Fprintln(out, "\n== dead notifications")
 	var dead []struct {
@@ -172,13 +262,43 @@ func story(ctx context.Context, out io.Writer, c *client, prov *providers) error
 	if err := c.do(ctx, http.MethodPost, "/admin/dead/"+dead[0].ID.String()+"/reemit", nil, nil); err != nil {
 		return err
 	}
-	st, err := c.waitSettled(ctx, dead[0].ID)
-	if err != nil {
+	if st, err = c.waitSettled(ctx, dead[0].ID); err != nil {
 		return err
 	}
 	_, _, texts = prov.received()
-	fmt.Fprintf(out, "%s: %s (provider reference %s); sms received %d (to %v)\n", dead[0].ID, st.State, st.Result, len(texts), texts)
+	fmt.Fprintf(out, "%s: %s (provider reference %s); sms received %d (to %v)\n", dead[0].ID, st.State, st.Reference, len(texts), texts)
 	return nil
+}
+
+// rowsHolding counts the rows of every table in the database's schemas
+// (but the catalogs) whose text holds s, as text or as the hex of a
+// bytea.
+func rowsHolding(ctx context.Context, db *sql.DB, s string) (int, error) {
+	rows, err := db.QueryContext(ctx, `SELECT format('%I.%I', table_schema, table_name) FROM information_schema.tables
+		WHERE table_schema NOT IN ('pg_catalog', 'information_schema') AND table_type = 'BASE TABLE'`)
+	if err != nil {
+		return 0, err
+	}
+	var tables []string
+	for rows.Next() {
+		var t string
+		if err := rows.Scan(&t); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		tables = append(tables, t)
+	}
+	rows.Close()
+	n := 0
+	for _, t := range tables {
+		var k int
+		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM `+t+` x WHERE strpos(x::text, $1) > 0 OR strpos(x::text, $2) > 0`,
+			s, hex.EncodeToString([]byte(s))).Scan(&k); err != nil {
+			return 0, err
+		}
+		n += k
+	}
+	return n, nil
 }
 
 // client calls the service's HTTP API.
@@ -212,10 +332,45 @@ func (c *client) do(ctx context.Context, method, path string, body, into any) er
 	return json.NewDecoder(resp.Body).Decode(into)
 }
 
+// status is what the demo reads of a notification's status.
 type status struct {
-	State  string
-	Result string
-	Reason string
+	ID        uuid.UUID
+	State     string
+	Outcome   string
+	Channel   string
+	Reference string
+	Reason    string
+	Timeline  []entry
+}
+
+// entry is a timeline entry.
+type entry struct {
+	At     time.Time
+	Code   string
+	Detail map[string]any
+}
+
+// confirm confirms booking id and returns the notifications it staged and
+// how long the call took.
+func (c *client) confirm(ctx context.Context, id int64) ([]uuid.UUID, time.Duration, error) {
+	start := time.Now()
+	var confirmed struct {
+		Notifications []uuid.UUID `json:"notifications"`
+	}
+	err := c.do(ctx, http.MethodPost, fmt.Sprintf("/bookings/%d/confirm", id), nil, &confirmed)
+	return confirmed.Notifications, time.Since(start), err
+}
+
+// stageAndWait posts to path, which stages a notification, and waits
+// until it is settled.
+func (c *client) stageAndWait(ctx context.Context, path string) (status, error) {
+	var staged struct {
+		Notification uuid.UUID `json:"notification"`
+	}
+	if err := c.do(ctx, http.MethodPost, path, nil, &staged); err != nil {
+		return status{}, err
+	}
+	return c.waitSettled(ctx, staged.Notification)
 }
 
 // waitSettled polls the notification's status until it is settled.

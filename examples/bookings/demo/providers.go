@@ -25,6 +25,7 @@ type providers struct {
 	mails    []string // "to: subject"
 	pushes   []string // tickets
 	texts    []string // "to"
+	bodies   []string // of the texts
 	smtp     *smtp.Server
 	smtpDone chan struct{}
 	smtpAddr string
@@ -130,10 +131,21 @@ func (p *providers) twilioMessage(w http.ResponseWriter, r *http.Request) {
 	}
 	p.mu.Lock()
 	p.texts = append(p.texts, to)
+	p.bodies = append(p.bodies, r.PostFormValue("Body"))
 	sid := fmt.Sprintf("SM%032d", len(p.texts))
 	p.mu.Unlock()
 	w.WriteHeader(http.StatusCreated)
 	_ = json.NewEncoder(w).Encode(map[string]any{"sid": sid, "status": "queued"})
+}
+
+// lastText returns the body of the last text received.
+func (p *providers) lastText() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.bodies) == 0 {
+		return ""
+	}
+	return p.bodies[len(p.bodies)-1]
 }
 
 func (p *providers) received() (mails, pushes, texts []string) {

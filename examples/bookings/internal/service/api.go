@@ -1,10 +1,12 @@
 package service
 
 import (
+	"crypto/rand"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/big"
 	"net/http"
 	"strconv"
 	"time"
@@ -19,6 +21,10 @@ func (s *Service) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /users", s.createUser)
 	mux.HandleFunc("PUT /users/{id}/phone", s.setPhone)
+	mux.HandleFunc("PUT /users/{id}/preferences", s.setPreference)
+	mux.HandleFunc("PUT /users/{id}/quiet-hours", s.setQuietHours)
+	mux.HandleFunc("POST /users/{id}/password-changed", s.passwordChanged)
+	mux.HandleFunc("POST /users/{id}/verify-phone", s.verifyPhone)
 	mux.HandleFunc("GET /users/{id}/notifications", s.listNotifications)
 	mux.HandleFunc("POST /bookings", s.createBooking)
 	mux.HandleFunc("POST /bookings/{id}/confirm", s.confirmBooking)
@@ -117,12 +123,14 @@ func (s *Service) confirmBooking(w http.ResponseWriter, r *http.Request) {
 
 	var b Booking
 	var driver, host User
+	// Confirming again (a double click, a client's retry) stages the
+	// notifications again: their dedup keys let only the first go out.
 	err = tx.QueryRowContext(ctx, `UPDATE bookings.bookings b SET status = 'confirmed'
 		FROM bookings.users d, bookings.users h
-		WHERE b.id = $1 AND b.status = 'requested' AND d.id = b.driver_id AND h.id = b.host_id
-		RETURNING b.id, b.place, b.starts_at, d.id, d.name, d.email, d.push_token, h.id, h.name, h.email`, id).
+		WHERE b.id = $1 AND b.status IN ('requested', 'confirmed') AND d.id = b.driver_id AND h.id = b.host_id
+		RETURNING b.id, b.place, b.starts_at, d.id, d.name, d.email, d.push_token, h.id, h.name, h.email, h.push_token`, id).
 		Scan(&b.ID, &b.Place, &b.StartsAt, &driver.ID, &driver.Name, &driver.Email, &driver.PushToken,
-			&host.ID, &host.Name, &host.Email)
+			&host.ID, &host.Name, &host.Email, &host.PushToken)
 	if errors.Is(err, sql.ErrNoRows) {
 		http.Error(w, "no requested booking with that id", http.StatusConflict)
 		return
@@ -145,19 +153,113 @@ func (s *Service) confirmBooking(w http.ResponseWriter, r *http.Request) {
 }
 
 // confirmations fans one confirmed booking out into one request per
-// recipient and channel.
+// recipient and channel, each about its user (their preferences and quiet
+// hours apply) and keyed so that the booking's confirmation goes out once
+// per recipient and channel however often it is confirmed.
 func confirmations(b Booking, driver, host User) []notification.Request {
-	data := func(u User) map[string]any {
-		return map[string]any{"booking_id": b.ID, "place": b.Place, "starts_at": b.StartsAt.Format(time.RFC1123), "name": u.Name}
+	req := func(u User, channel, recipient, template string) notification.Request {
+		return notification.Request{Channel: channel, Recipient: recipient, Template: template,
+			Subject: u.ID, Category: "booking", DedupKey: fmt.Sprintf("booking-%d/confirmed/%s/%s", b.ID, u.ID, channel),
+			Data: map[string]any{"booking_id": b.ID, "place": b.Place, "starts_at": b.StartsAt.Format(time.RFC1123), "name": u.Name}}
 	}
 	return []notification.Request{
-		{Channel: "mail", Recipient: driver.Email, Template: "booking_confirmed", Data: data(driver)},
-		{Channel: "push", Recipient: driver.PushToken, Template: "booking_confirmed", Data: data(driver)},
-		{Channel: "sms", Recipient: driver.ID, Template: "booking_confirmed", Data: data(driver)},
-		{Channel: "inapp", Recipient: driver.ID, Template: "booking_confirmed", Data: data(driver)},
-		{Channel: "mail", Recipient: host.Email, Template: "booking_confirmed_host", Data: data(host)},
-		{Channel: "inapp", Recipient: host.ID, Template: "booking_confirmed_host", Data: data(host)},
+		req(driver, "mail", driver.Email, "booking_confirmed"),
+		req(driver, "push", driver.PushToken, "booking_confirmed"),
+		req(driver, "sms", driver.ID, "booking_confirmed"),
+		req(driver, "inapp", driver.ID, "booking_confirmed"),
+		req(host, "mail", host.Email, "booking_confirmed_host"),
+		req(host, "push", host.PushToken, "booking_confirmed_host"),
+		req(host, "inapp", host.ID, "booking_confirmed_host"),
 	}
+}
+
+// setPreference turns a category, a channel or both on or off for a user,
+// in one transaction with whatever else a settings form saves.
+func (s *Service) setPreference(w http.ResponseWriter, r *http.Request) {
+	var p notification.Preference
+	if !decode(w, r, &p) {
+		return
+	}
+	s.inTx(w, r, func(tx *sql.Tx) error { return s.notes.SetPreference(r.Context(), tx, r.PathValue("id"), p) })
+}
+
+// setQuietHours sets a user's time zone and quiet windows.
+func (s *Service) setQuietHours(w http.ResponseWriter, r *http.Request) {
+	var q notification.QuietHours
+	if !decode(w, r, &q) {
+		return
+	}
+	s.inTx(w, r, func(tx *sql.Tx) error { return s.notes.SetQuietHours(r.Context(), tx, r.PathValue("id"), q) })
+}
+
+// passwordChanged tells the user their password changed: a security
+// notice, which goes whatever their preferences and quiet hours say.
+func (s *Service) passwordChanged(w http.ResponseWriter, r *http.Request) {
+	s.stageFor(w, r, func(u User) notification.Request {
+		return notification.Request{Channel: "mail", Recipient: u.Email, Template: "password_changed",
+			Subject: u.ID, Category: "security", Data: map[string]any{"name": u.Name}}
+	})
+}
+
+// verifyPhone texts the user a one-time code. The code is a secret of the
+// request: the SMS carries it, and the database forgets it once the
+// request ends; a code that could not go out within ten minutes expires.
+func (s *Service) verifyPhone(w http.ResponseWriter, r *http.Request) {
+	s.stageFor(w, r, func(u User) notification.Request {
+		return notification.Request{Channel: "sms", Recipient: u.ID, Template: "verify_phone",
+			Subject: u.ID, Category: "security", ExpiresAt: time.Now().Add(10 * time.Minute),
+			Secrets: map[string]string{"code": oneTimeCode()}}
+	})
+}
+
+// stageFor stages, in one transaction, the request build makes for the
+// user of the path, and answers with its id.
+func (s *Service) stageFor(w http.ResponseWriter, r *http.Request, build func(User) notification.Request) {
+	var id uuid.UUID
+	s.inTx(w, r, func(tx *sql.Tx) error {
+		var u User
+		err := tx.QueryRowContext(r.Context(), `SELECT id, name, email FROM bookings.users WHERE id = $1`,
+			r.PathValue("id")).Scan(&u.ID, &u.Name, &u.Email)
+		if err != nil {
+			return err
+		}
+		id, err = s.notes.Stage(r.Context(), tx, Module, build(u))
+		return err
+	}, func() { reply(w, http.StatusAccepted, map[string]any{"notification": id}) })
+}
+
+// inTx runs fn in a transaction and commits it, then answers with done,
+// or 204; an invalid argument is a 400 that says which, a missing user a
+// 404.
+func (s *Service) inTx(w http.ResponseWriter, r *http.Request, fn func(*sql.Tx) error, done ...func()) {
+	tx, err := s.db.BeginTx(r.Context(), nil)
+	if err == nil {
+		defer func() { _ = tx.Rollback() }()
+		if err = fn(tx); err == nil {
+			err = tx.Commit()
+		}
+	}
+	switch {
+	case errors.Is(err, notification.ErrInvalidRequest):
+		http.Error(w, err.Error(), http.StatusBadRequest)
+	case errors.Is(err, sql.ErrNoRows):
+		http.Error(w, "no such user", http.StatusNotFound)
+	case err != nil:
+		s.fail(w, r, err)
+	case len(done) > 0:
+		done[0]()
+	default:
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
+
+// oneTimeCode is six digits from the system's secure random source.
+func oneTimeCode() string {
+	n, err := rand.Int(rand.Reader, big.NewInt(1_000_000))
+	if err != nil {
+		panic(err) // crypto/rand does not fail on a supported system
+	}
+	return fmt.Sprintf("%06d", n)
 }
 
 func (s *Service) listNotifications(w http.ResponseWriter, r *http.Request) {

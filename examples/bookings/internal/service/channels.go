@@ -38,18 +38,24 @@ func (p Providers) Channels() (map[string]delivery.Delivery, error) {
 				Subject: "You have a confirmed booking at {{.place}}",
 				Text:    "Hello {{.name}},\n\nbooking {{.booking_id}} at {{.place}} on {{.starts_at}} is confirmed.\n",
 			},
+			"password_changed": {
+				Subject: "Your password was changed",
+				Text:    "Hello {{.name}},\n\nyour password was just changed. If it was not you, reply to this mail.\n",
+			},
 		},
 	})
 	p2, pErr := push.New(&push.Config{
 		BaseURL: p.PushURL, AccessToken: p.PushAccessToken,
 		Templates: map[string]push.Template{
-			"booking_confirmed": {Title: "Booking confirmed", Body: "{{.place}}, {{.starts_at}}"},
+			"booking_confirmed":      {Title: "Booking confirmed", Body: "{{.place}}, {{.starts_at}}"},
+			"booking_confirmed_host": {Title: "New booking", Body: "{{.place}}, {{.starts_at}}"},
 		},
 	})
 	s, sErr := sms.New(&sms.Config{
 		BaseURL: p.SMSURL, AccountSID: p.SMSAccountSID, AuthToken: p.SMSAuthToken, From: p.SMSFrom,
 		Templates: map[string]string{
 			"booking_confirmed": "Booking {{.booking_id}} at {{.place}} is confirmed.",
+			"verify_phone":      "Your parking verification code is {{.code}}.",
 		},
 	})
 	if err := errors.Join(mErr, pErr, sErr); err != nil {

@@ -36,6 +36,16 @@ type Config struct {
 	Channels      map[string]delivery.Delivery // "mail", "push", "sms"; "inapp" is added
 	Logger        *slog.Logger
 	ShutdownGrace time.Duration // HTTP and relay drain time; default 10 s
+	// QuietHoursJitter spreads what quiet hours held back after each
+	// window (notification.Config.QuietHoursJitter); default 5 minutes.
+	QuietHoursJitter time.Duration
+}
+
+// categories are the service's notification categories: bookings, which
+// users can turn off per channel, and security notices, which always go.
+var categories = map[string]notification.Category{
+	"booking":  {},
+	"security": {Critical: true},
 }
 
 // Service is the running service's state its handlers share.
@@ -82,7 +92,8 @@ func Run(ctx context.Context, cfg Config, ln net.Listener) error {
 	if d, ok := deliveries["sms"]; ok {
 		deliveries["sms"] = phoneBook(cfg.DB, d)
 	}
-	disp, err := notification.NewDispatcher(&notification.Config{Deliveries: deliveries, Logger: cfg.Logger})
+	disp, err := notification.NewDispatcher(&notification.Config{Deliveries: deliveries, Categories: categories,
+		QuietHoursJitter: cfg.QuietHoursJitter, Logger: cfg.Logger})
 	if err != nil {
 		return err
 	}
