@@ -91,6 +91,7 @@ func New(client *notification.Client, opts *Options) (http.Handler, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	o.Logger = o.Logger.With("component", "console")
 	g, err := newGuard(o)
 	if err != nil {
 		return nil, err
@@ -124,7 +125,10 @@ func (h *handler) parse() error {
 		if name == "templates/layout.html" {
 			continue
 		}
-		t, err := template.Must(layout.Clone()).ParseFS(templateFiles, name)
+		t, err := layout.Clone()
+		if err == nil {
+			t, err = t.ParseFS(templateFiles, name)
+		}
 		if err != nil {
 			return fmt.Errorf("console: %w", err)
 		}
@@ -136,7 +140,7 @@ func (h *handler) parse() error {
 // routes registers the pages, relative to the base path.
 func (h *handler) routes() {
 	mux := http.NewServeMux()
-	assets, _ := fs.Sub(assetFiles, "assets")
+	assets, _ := fs.Sub(assetFiles, "assets") // a directory it embeds: no error
 	mux.Handle("GET /assets/", http.StripPrefix("/assets/", http.FileServerFS(assets)))
 	mux.HandleFunc("GET /{$}", h.overview)
 	mux.HandleFunc("GET /dead", h.deadGroups)
@@ -213,7 +217,7 @@ func (h *handler) render(w http.ResponseWriter, r *http.Request, status int, nam
 	}
 	var buf bytes.Buffer
 	if err := h.pages[name].ExecuteTemplate(&buf, "layout.html", p); err != nil {
-		h.opts.Logger.ErrorContext(r.Context(), "console: render", "page", name, "err", err)
+		h.opts.Logger.ErrorContext(r.Context(), "render failed", "page", name, "err", err)
 		http.Error(w, "the page could not be rendered", http.StatusInternalServerError)
 		return
 	}
@@ -231,6 +235,6 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, status int, msg s
 // failDB answers 500 for err, an error of the database, which it logs and
 // does not show.
 func (h *handler) failDB(w http.ResponseWriter, r *http.Request, err error) {
-	h.opts.Logger.ErrorContext(r.Context(), "console: database", "path", r.URL.Path, "err", err)
+	h.opts.Logger.ErrorContext(r.Context(), "database failed", "path", r.URL.Path, "err", err)
 	h.fail(w, r, http.StatusInternalServerError, "The outbox could not be read or changed: the service's log says why.")
 }

@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"html"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/tidings-go/tidings"
 	"github.com/tidings-go/tidings/delivery"
+	"github.com/tidings-go/tidings/internal/logbuf"
 	"github.com/tidings-go/tidings/internal/pgtest"
 	"github.com/tidings-go/tidings/internal/testwait"
 	"github.com/tidings-go/tidings/notification"
@@ -331,6 +334,28 @@ func TestHostileValuesAreEscaped(t *testing.T) {
 		require.Contains(t, pages["/requests/"+id.String()], "&lt;script&gt;alert(&#34;reason&#34;)&lt;/script&gt;")
 		require.Contains(t, pages["/dead/list?code=provider.rejected"], "&lt;/td&gt;&lt;script&gt;alert(&#34;template&#34;)")
 	}
+}
+
+// TestDatabaseErrorsAreLoggedNotShown reads a schema the role cannot
+// see: the page says where to look, and only the log says what failed.
+func TestDatabaseErrorsAreLoggedNotShown(t *testing.T) {
+	t.Parallel()
+	client, err := notification.NewClient(pgtest.DB(t), &notification.ClientConfig{Schema: "t_console_missing"})
+	require.NoError(t, err)
+	var logs logbuf.Buffer
+	h, err := console.New(client, &console.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	require.NoError(t, err)
+	for _, path := range []string{"/", "/dead", "/dead/list", "/requests/" + uuid.NewString(), "/search?q=booking-1"} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), http.MethodGet, path, nil))
+		require.Equal(t, http.StatusInternalServerError, rec.Code, path)
+		require.Contains(t, rec.Body.String(), "the service&#39;s log says why", path)
+		require.NotContains(t, rec.Body.String(), "t_console_missing", path)
+		require.Equal(t, "no-store", rec.Header().Get("Cache-Control"))
+		require.Contains(t, rec.Header().Get("Content-Security-Policy"), "frame-ancestors 'none'")
+	}
+	require.Contains(t, logs.String(), "component=console")
+	require.Contains(t, logs.String(), "t_console_missing", "the log says what failed")
 }
 
 func TestServeLocal(t *testing.T) {

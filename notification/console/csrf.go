@@ -113,7 +113,7 @@ func (g *guard) check(w http.ResponseWriter, r *http.Request) error {
 func (h *handler) guarded(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if err := h.guard.check(w, r); err != nil {
-			h.opts.Logger.WarnContext(r.Context(), "console: refused a POST", "path", r.URL.Path, "err", err)
+			h.opts.Logger.WarnContext(r.Context(), "refused a POST", "path", r.URL.Path, "err", err)
 			h.fail(w, r, http.StatusForbidden,
 				"This change was refused: it came from another site, or its form is stale. Reload the page and try again.")
 			return
