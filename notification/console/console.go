@@ -201,7 +201,7 @@ func cutBase(path, base string) (string, bool) {
 type page struct {
 	Base     string
 	Title    string
-	Nav      string // the current item of the navigation: overview, dead, search
+	Nav      string // the current item of the navigation: overview, dead, or none
 	Token    string // the forms' anti-forgery token; "" in read-only mode
 	ReadOnly bool
 	Query    string // what the search box holds

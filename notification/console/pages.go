@@ -325,9 +325,10 @@ func (h *handler) cancel(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, h.opts.BasePath+"/requests/"+id.String()+"?cancelled="+done, http.StatusSeeOther)
 }
 
-// search finds a request by its id, or the requests of a correlation id:
-// q is either (a request's id goes to its page), correlation only the
-// latter.
+// search finds what its parameters name: q, a request's id (which goes
+// to the request's page) or else a correlation id; correlation, only a
+// correlation id (the link of a request's page, whose correlation id may
+// be its own id).
 func (h *handler) search(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	term := strings.TrimSpace(q.Get("q"))
@@ -335,7 +336,7 @@ func (h *handler) search(w http.ResponseWriter, r *http.Request) {
 	if c := q.Get("correlation"); c != "" {
 		correlation, term = c, ""
 	}
-	p := page{Title: "Search", Nav: "search", Query: cmp.Or(term, correlation)}
+	p := page{Title: "Search", Query: cmp.Or(term, correlation)}
 	if correlation == "" {
 		h.render(w, r, http.StatusOK, "search.html", p)
 		return
