@@ -248,6 +248,11 @@ func TestImportRules(t *testing.T) {
 			{"notification/feedback", "relay", false},
 			{"notification/feedback", "delivery", false},
 			{"notification/feedback", "internal/ident", false},
+			{"notification/console", "notification", true},
+			{"notification/console", "relay", true},
+			{"notification/console", "delivery", false},
+			{"notification/console", "recording", false},
+			{"notification", "notification/console", false},
 			{"internal/pgtest", "internal/pgtemp", true},
 			{"internal/pgtest", "relay", false},
 			{"internal/testkit", "inbox", false},
@@ -269,11 +274,14 @@ func TestImportRules(t *testing.T) {
 	})
 }
 
-// testOnlyModules are modules that only tests may import: the migration
-// tools whose layouts of the SQL the tests run (tidings.MigrationFiles
-// makes the files without them). A service that imports the library, and
-// the module's commands, build none of them.
+// testOnlyModules are modules that only tests may import: the browser
+// driver of the operator console's tests, and the migration tools whose
+// layouts of the SQL the tests run (tidings.MigrationFiles makes the files
+// without them). A service that imports the library, and the module's
+// commands, build none of them.
 var testOnlyModules = []string{
+	"github.com/chromedp/cdproto",
+	"github.com/chromedp/chromedp",
 	"github.com/golang-migrate/migrate/v4",
 	"github.com/pressly/goose/v3",
 }
@@ -301,7 +309,7 @@ func TestTestOnlyModules(t *testing.T) {
 	// The same check sees them once the tests' imports count.
 	t.Run("InTheTests", func(t *testing.T) {
 		t.Parallel()
-		require.Equal(t, testOnlyModules, modules(listDeps(t, "-test", ".")))
+		require.Equal(t, testOnlyModules, modules(listDeps(t, "-test", ".", "./notification/console")))
 	})
 }
 

@@ -146,6 +146,33 @@ func (c *Client) Status(ctx context.Context, id uuid.UUID) (Status, error) {
 	return out, err
 }
 
+// Summary is a request in brief, as a list of requests shows it.
+type Summary struct {
+	relay.Summary
+	// Channel is the request's channel (its relay lane).
+	Channel string
+}
+
+// FindByCorrelation returns the requests staged under the correlation id
+// id (relay.WithCorrelationID), oldest first, at most limit of them
+// (relay.FindLimitDefault when limit is zero or less; more than
+// relay.FindLimitMax is an error): what one write staged, what their
+// deliveries staged in turn, and the request whose own id is id (a request
+// staged without a correlation id takes its id as one). Records of the
+// outbox that are not notification requests are left out. It reads
+// through indexes only; use Status for one request by its id.
+func (c *Client) FindByCorrelation(ctx context.Context, id string, limit int) ([]Summary, error) {
+	found, err := c.ob.FindByCorrelation(ctx, c.db, id, Kind, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Summary, len(found))
+	for i, s := range found {
+		out[i] = Summary{Summary: s, Channel: s.Lane}
+	}
+	return out, nil
+}
+
 // waitPollMax bounds the pause between two looks of Wait.
 const waitPollMax = time.Second
 

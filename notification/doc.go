@@ -5,8 +5,10 @@
 // A Client stages a Request as an outbox record of kind Kind in the
 // caller's transaction (Stage and StageBatch do so in the default schema);
 // it renders nothing and calls no provider. The same Client tells how a
-// request went (Status, Wait), cancels one, and lists and re-emits dead
-// ones: an API process needs nothing else.
+// request went (Status, Wait), finds the requests of a correlation id
+// (FindByCorrelation), cancels one, and lists and re-emits dead ones: an
+// API process needs nothing else, and the operators' page (package
+// console) reads and changes through it.
 //
 // The Dispatcher is the relay's sink for those records. The relay claims a
 // batch of due records, at most LaneLimit of a lane (a request's lane is

@@ -35,6 +35,35 @@ func TestStatusScheduleAndCancel(t *testing.T) {
 		require.ErrorIs(t, err, relay.ErrNotFound)
 	})
 
+	t.Run("FindByCorrelationListsTheRequestsOfOneWrite", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ctx := relay.WithCorrelationID(t.Context(), "booking-42")
+		ids, err := b.client.StageBatch(ctx, b.db, module, []notification.Request{
+			mailTo("a@example.com"), {Channel: "sms", Recipient: "+15005550006", Template: "code"}})
+		require.NoError(t, err)
+		_, err = b.ob.Stage(ctx, b.db, relay.Message{Module: module, Kind: "booking.audited", Payload: []byte(`{}`)})
+		require.NoError(t, err)
+		_, err = b.client.Stage(t.Context(), b.db, module, mailTo("b@example.com"))
+		require.NoError(t, err)
+
+		found, err := b.client.FindByCorrelation(t.Context(), "booking-42", 0)
+		require.NoError(t, err)
+		require.Len(t, found, 2, "the write's requests, not its other records")
+		for i, s := range found {
+			require.Equal(t, ids[i], s.ID)
+			require.Equal(t, relay.StatePending, s.State)
+		}
+		require.Equal(t, "mail", found[0].Channel)
+		require.Equal(t, "sms", found[1].Channel)
+
+		found, err = b.client.FindByCorrelation(t.Context(), ids[0].String(), 0)
+		require.NoError(t, err)
+		require.Empty(t, found, "a request staged under a correlation id is not found under its own id")
+		_, err = b.client.FindByCorrelation(t.Context(), "", 0)
+		require.Error(t, err)
+	})
+
 	t.Run("ScheduledIsNotDeliveredBeforeItsTime", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

@@ -52,6 +52,7 @@ type queries struct {
 	purge             string
 	status, cancel    string
 	stats             string
+	byCorrelation     string
 }
 
 func newQueries(schema string) queries {
@@ -277,6 +278,21 @@ func newQueries(schema string) queries {
 				result, processed_at, failed_at, failure_reason, cancelled_at, correlation_id, causation_id, headers,
 				answered_hand, took_ms
 			FROM {t} WHERE id = $1`),
+		// The records of correlation id $1 ($2 the same as a uuid, or
+		// NULL), of kind $3 ('' for any), oldest first, at most $4: those
+		// given it, through outbox_correlation, and the record whose own
+		// id it is (staged without one), by primary key.
+		byCorrelation: r.Replace(`SELECT id, module, lane, kind, created_at, attempts, code,
+				CASE WHEN processed_at IS NOT NULL THEN 'processed' WHEN failed_at IS NOT NULL THEN 'dead'
+					WHEN cancelled_at IS NOT NULL THEN 'cancelled' ELSE 'pending' END,
+				coalesce(processed_at, failed_at, cancelled_at)
+			FROM (
+				SELECT * FROM {t} WHERE correlation_id = $1 AND correlation_id <> id::text
+				UNION ALL
+				SELECT * FROM {t} WHERE id = $2::uuid AND correlation_id = id::text) o
+			WHERE $3 = '' OR kind = $3
+			ORDER BY created_at, id
+			LIMIT $4`),
 		timeline: r.Replace(`SELECT at, event, hand, code, reason, detail FROM {timeline}
 			WHERE record_id = $1 ORDER BY at`),
 		cancel: r.Replace(`WITH up AS (

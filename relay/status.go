@@ -188,3 +188,65 @@ func (o *Outbox) Cancel(ctx context.Context, tx dbtx.Execer, id uuid.UUID) (bool
 	}
 	return n == 1, nil
 }
+
+// FindLimitDefault is how many records FindByCorrelation returns when
+// asked for no particular number, and FindLimitMax the most it returns.
+const (
+	FindLimitDefault = 100
+	FindLimitMax     = 1000
+)
+
+// Summary is a record in brief, as a list of records shows it.
+type Summary struct {
+	ID        uuid.UUID
+	Module    string
+	Lane      string
+	Kind      string
+	State     State
+	Attempts  int    // answers other than done, as in Status
+	Code      string // as in Status
+	CreatedAt time.Time
+	SettledAt time.Time // zero while pending
+}
+
+// FindByCorrelation returns the records staged under the correlation id
+// id, oldest first, at most limit of them (FindLimitDefault when limit is
+// zero or less, and no more than FindLimitMax): the records of one
+// staging write, with those their hands staged, and the record whose own
+// id is id (a record staged without a correlation id takes its id as
+// one). kind, unless "", keeps only records of that kind. It reads
+// through indexes only, however many records the outbox keeps.
+func (o *Outbox) FindByCorrelation(ctx context.Context, q dbtx.Queryer, id, kind string, limit int) ([]Summary, error) {
+	switch {
+	case id == "":
+		return nil, errors.New("relay: find by correlation: the correlation id is empty")
+	case limit > FindLimitMax:
+		return nil, fmt.Errorf("relay: find by correlation: limit %d is above FindLimitMax (%d)", limit, FindLimitMax)
+	case limit <= 0:
+		limit = FindLimitDefault
+	}
+	var own *uuid.UUID
+	if u, err := uuid.Parse(id); err == nil && u.String() == id {
+		own = &u
+	}
+	rows, err := q.QueryContext(ctx, o.q.byCorrelation, id, own, kind, limit)
+	if err != nil {
+		return nil, fmt.Errorf("relay: find by correlation: %w", err)
+	}
+	defer rows.Close()
+	var out []Summary
+	for rows.Next() {
+		var s Summary
+		var settled sql.NullTime
+		if err := rows.Scan(&s.ID, &s.Module, &s.Lane, &s.Kind, &s.CreatedAt, &s.Attempts, &s.Code, &s.State,
+			&settled); err != nil {
+			return nil, fmt.Errorf("relay: find by correlation: %w", err)
+		}
+		s.SettledAt = settled.Time
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("relay: find by correlation: %w", err)
+	}
+	return out, nil
+}

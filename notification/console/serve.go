@@ -1,0 +1,98 @@
+package console
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	_ "github.com/lib/pq" // the "postgres" driver of sql.Open
+
+	"github.com/tidings-go/tidings/notification"
+)
+
+// shutdownTimeout bounds how long ServeLocal waits for the requests in
+// flight when its context ends.
+const shutdownTimeout = 5 * time.Second
+
+// LocalConfig configures ServeLocal. The zero value of each field means
+// its default.
+type LocalConfig struct {
+	// Client configures the notification.Client of the console: its
+	// Schema (default "tidings") and its Consumer (the dispatcher's, which
+	// Cancel needs; default notification.ConsumerDefault).
+	Client notification.ClientConfig
+
+	// Console configures the handler (see Options).
+	Console Options
+
+	// Port is the loopback port to listen on. 0 (the default) takes any
+	// free one: ListeningFunc says which.
+	Port int
+
+	// ListeningFunc, if not nil, is called once the console listens, with
+	// its address, such as "http://127.0.0.1:8089/".
+	ListeningFunc func(url string)
+}
+
+// ServeLocal serves the console of the database dsn on 127.0.0.1, for a
+// quick look from the machine it runs on, until ctx ends: then it lets the
+// requests in flight finish for up to five seconds, closes what is still
+// open and its pool, and returns nil. It checks the connection first, and returns an error if
+// the database does not answer, the configuration is invalid or the port
+// is taken. It listens on loopback only, because the console has no
+// authentication of its own: to show it to others, mount New's handler
+// behind the service's authentication instead.
+func ServeLocal(ctx context.Context, dsn string, cfg *LocalConfig) error {
+	var c LocalConfig
+	if cfg != nil {
+		c = *cfg
+	}
+	if c.Port < 0 || c.Port > 65535 {
+		return fmt.Errorf("%w: Port %d is not a TCP port", ErrOptions, c.Port)
+	}
+	db, err := sql.Open("postgres", dsn)
+	if err != nil {
+		return fmt.Errorf("console: open the database: %w", err)
+	}
+	defer db.Close()
+	if err := db.PingContext(ctx); err != nil {
+		return fmt.Errorf("console: connect to the database: %w", err)
+	}
+	client, err := notification.NewClient(db, &c.Client)
+	if err != nil {
+		return err
+	}
+	h, err := New(client, &c.Console)
+	if err != nil {
+		return err
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(c.Port)))
+	if err != nil {
+		return fmt.Errorf("console: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(c.Console.BasePath+"/", h)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	if c.ListeningFunc != nil {
+		c.ListeningFunc("http://" + ln.Addr().String() + c.Console.BasePath + "/")
+	}
+	select {
+	case err := <-served:
+		return fmt.Errorf("console: %w", err)
+	case <-ctx.Done():
+	}
+	stop, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(stop); err != nil {
+		_ = srv.Close() // what is still running after the timeout
+	}
+	<-served // http.ErrServerClosed
+	return nil
+}
