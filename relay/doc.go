@@ -7,7 +7,8 @@
 //  1. Stage. Inside the application's own write transaction, Stage (or
 //     StageBatch) inserts one outbox row and asks PostgreSQL to wake the
 //     module's relay at commit. The row exists if and only if the write
-//     commits. It carries the trace context and baggage of the caller's
+//     commits. A message with an id of its own (Message.ID) is staged once
+//     however often it is staged. It carries the trace context and baggage of the caller's
 //     context and its correlation and causation ids.
 //  2. Wake. Supervise runs the relay of one module. It is woken right after
 //     commit (LISTEN/NOTIFY), sweeps periodically as a safety net for a lost
@@ -39,10 +40,13 @@
 //     or hanging its process, is dead with a reason saying so.
 //  6. Operate. Outbox.Status tells one record's state and timeline,
 //     Outbox.FindByCorrelation lists the records of a correlation id,
+//     Outbox.FindByResult the records a sink processed with a result,
 //     Outbox.Stats counts what is pending and dead, Outbox.ListDead shows
 //     dead records, Outbox.Reemit hands them back once the cause is fixed,
 //     and Outbox.Purge (also run by the supervisor) removes settled
-//     records after their retention.
+//     records after their retention. A sink that decides about records it
+//     was not handed ends pending ones with Outbox.Finish, and notes what
+//     happened to settled ones later on their timelines with Outbox.Note.
 //
 // Delivery is at least once: a sink may see a record again after a crash
 // or an expired lease, so its effect must be idempotent (see package inbox).
