@@ -29,6 +29,7 @@ func TestStatus(t *testing.T) {
 		t.Parallel()
 		r := w.tidings(t, nil, "status", w.delivered.String())
 		require.Equal(t, exitOK, r.code, r.errOut)
+		require.True(t, strings.HasPrefix(r.out, "request "), r.out)
 		require.Regexp(t, `state\s+processed at `, r.out)
 		require.Regexp(t, `channel\s+mail`, r.out)
 		require.Regexp(t, `reference\s+msg-ada-1`, r.out)
@@ -88,6 +89,7 @@ func TestStatus(t *testing.T) {
 
 		r = w.tidings(t, nil, "status", "--correlation", correlation)
 		require.Equal(t, exitOK, r.code, r.errOut)
+		require.Regexp(t, w.invalid.String()+`\s+sms\s+dead\s+`+delivery.CodeInvalidRecipient, r.out, "a line per request first")
 		require.Equal(t, 3, strings.Count(r.out, "timeline:"))
 	})
 

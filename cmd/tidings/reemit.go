@@ -176,14 +176,19 @@ func confirm(e *env, question string) bool {
 type terminal interface{ Terminal() bool }
 
 // isTerminal reports whether r is a terminal a person may answer at: a
-// character device, or a reader that says it is one.
+// character device other than the null device (what cron and CI give),
+// or a reader that says it is one.
 func isTerminal(r io.Reader) bool {
 	switch r := r.(type) {
 	case terminal:
 		return r.Terminal()
 	case *os.File:
 		info, err := r.Stat()
-		return err == nil && info.Mode()&os.ModeCharDevice != 0
+		if err != nil || info.Mode()&os.ModeCharDevice == 0 {
+			return false
+		}
+		null, err := os.Stat(os.DevNull)
+		return err != nil || !os.SameFile(info, null)
 	}
 	return false
 }

@@ -25,8 +25,9 @@ once it was delivered, the next attempt while it is pending, its
 correlation and trace ids, and its whole timeline, every life of it
 included (a request that died and was re-emitted shows both).
 
-With --correlation, the same for every request staged with that
-correlation id (the id of the write that staged them), at most 100.
+With --correlation, a line for each request staged with that correlation
+id (the id of the write that staged them), at most 100, then the same
+for each.
 
 Exit code 3 when there is no such request (or it was purged).`,
 	examples: `  tidings status 0196b3c2-5f4e-7a1b-9c3d-2e4f6a8b0c1d
@@ -89,13 +90,17 @@ func runStatus(ctx context.Context, e *env, c *command, args []string) int {
 	case cn.json:
 		err = writeJSON(e.stdout, views[0])
 	default:
+		if *correlation != "" {
+			err = summarize(e.stdout, views)
+		}
 		for i, v := range views {
-			if i > 0 {
-				fmt.Fprintln(e.stdout)
-			}
-			if err = v.print(e.stdout); err != nil {
+			if err != nil {
 				break
 			}
+			if i > 0 || *correlation != "" {
+				fmt.Fprintln(e.stdout)
+			}
+			err = v.print(e.stdout)
 		}
 	}
 	if err != nil {
@@ -147,6 +152,21 @@ func viewStatus(st notification.Status) statusView {
 		v.Timeline[i] = entryView{At: en.At, Event: en.Event, Hand: en.Hand, Code: en.Code, Reason: en.Reason, Detail: en.Detail}
 	}
 	return v
+}
+
+// summarize writes a line per request of views, before their details:
+// more than two events (staged, done) mean it was not delivered at once.
+func summarize(w io.Writer, views []statusView) error {
+	t := newTable(w, "ID", "CHANNEL", "STATE", "CODE", "ATTEMPTS", "EVENTS", "SETTLED")
+	for _, v := range views {
+		settled := "-"
+		if v.SettledAt != nil {
+			settled = stamp(*v.SettledAt)
+		}
+		t.row(v.ID.String(), orDash(v.Channel), string(v.State), orDash(v.Code), strconv.Itoa(v.Attempts),
+			strconv.Itoa(len(v.Timeline)), settled)
+	}
+	return t.flush()
 }
 
 // print writes v as a person reads it: the figures, then the timeline.
