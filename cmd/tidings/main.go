@@ -187,14 +187,14 @@ type conn struct {
 	database string
 	schema   string
 	json     bool
-	env      string // DATABASE_URL, the default of --database
+	fromEnv  string // DATABASE_URL, the default of --database
 }
 
 // register adds the flags of conn to fs. The default of --database is
 // DATABASE_URL, kept apart so that -h never prints it: it may hold a
 // password.
 func (cn *conn) register(e *env, fs *flag.FlagSet) {
-	cn.env = e.getenv("DATABASE_URL")
+	cn.fromEnv = e.getenv("DATABASE_URL")
 	fs.StringVar(&cn.database, "database", "", "PostgreSQL connection `string` (postgres://... or key=value); default $DATABASE_URL")
 	fs.StringVar(&cn.schema, "schema", tidings.SchemaDefault, "`schema` of the library's tables")
 	fs.BoolVar(&cn.json, "json", false, "print JSON for scripts instead of tables")
@@ -237,7 +237,7 @@ func (s *session) close() { _ = s.db.Close() }
 
 // pool returns a pool on --database, not yet connected.
 func (cn *conn) pool() (*sql.DB, error) {
-	dsn := cmp.Or(cn.database, cn.env)
+	dsn := cmp.Or(cn.database, cn.fromEnv)
 	if dsn == "" {
 		return nil, fmt.Errorf("%w: no database: pass --database or set DATABASE_URL", errUsage)
 	}
