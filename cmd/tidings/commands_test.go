@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -433,4 +434,24 @@ func TestConnection(t *testing.T) {
 	for _, c := range commands() {
 		require.Contains(t, r.out, "  "+c.name+" ")
 	}
+}
+
+// serve shows the web page of the schema on loopback until interrupted,
+// read-only when asked; a bad port is a usage error.
+func TestServe(t *testing.T) {
+	t.Parallel()
+	w := setup(t)
+	r, status := serving(t, nil, "/", "serve", "--database", w.dsn, "--schema", w.schema)
+	require.Equal(t, exitOK, r.code, r.errOut)
+	require.Equal(t, http.StatusOK, status)
+	require.Regexp(t, `^serving http://127\.0\.0\.1:[0-9]+/ until interrupted\n$`, r.out)
+	r, status = serving(t, nil, "/requests/"+w.invalid.String(), "serve", "--read-only", "--database", w.dsn, "--schema", w.schema)
+	require.Equal(t, exitOK, r.code, r.errOut)
+	require.Equal(t, http.StatusOK, status)
+
+	r = w.tidings(t, nil, "serve", "--port", "70000")
+	require.Equal(t, exitUsage, r.code)
+	require.Contains(t, r.errOut, "Port 70000 is not a TCP port")
+	r = runCommand(t, nil, nil, "serve")
+	require.Equal(t, exitUsage, r.code, "no database")
 }

@@ -45,6 +45,8 @@ func TestHelpExamplesRun(t *testing.T) {
 					args[i] = w.schema
 				case i > 0 && args[i-1] == "--dir":
 					args[i] = t.TempDir()
+				case i > 0 && args[i-1] == "--port":
+					args[i] = "0"
 				}
 			}
 			if !slices.Contains(args, "--schema") {
@@ -54,7 +56,12 @@ func TestHelpExamplesRun(t *testing.T) {
 			if c.name == "migrate" {
 				dsn = pgtest.AdminURL(t)
 			}
-			r := runCommand(t, map[string]string{"DATABASE_URL": dsn}, typing("n\n"), args...)
+			var r result
+			if c.name == "serve" {
+				r, _ = serving(t, map[string]string{"DATABASE_URL": dsn}, "/", args...)
+			} else {
+				r = runCommand(t, map[string]string{"DATABASE_URL": dsn}, typing("n\n"), args...)
+			}
 			require.Contains(t, []int{exitOK, exitNone, exitDeclined}, r.code, "%s: %s", line, r.errOut)
 		}
 	}

@@ -58,7 +58,8 @@ type command struct {
 
 // commands lists every command, in the order tidings -h shows them.
 func commands() []*command {
-	return []*command{migrateCommand, statusCommand, deadCommand, reemitCommand, cancelCommand, purgeCommand, statsCommand}
+	return []*command{migrateCommand, statusCommand, deadCommand, reemitCommand, cancelCommand, purgeCommand, statsCommand,
+		serveCommand}
 }
 
 // run runs the command line args (without the program's name) and
@@ -237,16 +238,28 @@ func (s *session) close() { _ = s.db.Close() }
 
 // pool returns a pool on --database, not yet connected.
 func (cn *conn) pool() (*sql.DB, error) {
-	dsn := cmp.Or(cn.database, cn.fromEnv)
-	if dsn == "" {
-		return nil, fmt.Errorf("%w: no database: pass --database or set DATABASE_URL", errUsage)
+	dsn, err := cn.dsn()
+	if err != nil {
+		return nil, err
 	}
-	// Its parse error may quote the string, password included.
 	connector, err := pq.NewConnector(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("%w: --database is no connection string lib/pq understands (postgres://user@host/db, or host=... dbname=...)", errUsage)
+		return nil, err
 	}
 	db := sql.OpenDB(connector)
 	db.SetMaxOpenConns(2)
 	return db, nil
+}
+
+// dsn returns --database, or DATABASE_URL, once lib/pq understands it.
+func (cn *conn) dsn() (string, error) {
+	dsn := cmp.Or(cn.database, cn.fromEnv)
+	if dsn == "" {
+		return "", fmt.Errorf("%w: no database: pass --database or set DATABASE_URL", errUsage)
+	}
+	// Its parse error may quote the string, password included.
+	if _, err := pq.NewConnector(dsn); err != nil {
+		return "", fmt.Errorf("%w: --database is no connection string lib/pq understands (postgres://user@host/db, or host=... dbname=...)", errUsage)
+	}
+	return dsn, nil
 }

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +16,9 @@ import (
 
 	"github.com/tidings-go/tidings"
 	"github.com/tidings-go/tidings/delivery"
+	"github.com/tidings-go/tidings/internal/logbuf"
 	"github.com/tidings-go/tidings/internal/pgtest"
+	"github.com/tidings-go/tidings/internal/testwait"
 	"github.com/tidings-go/tidings/notification"
 	"github.com/tidings-go/tidings/recording"
 	"github.com/tidings-go/tidings/relay"
@@ -130,3 +133,40 @@ type answering struct{ *strings.Reader }
 func (answering) Terminal() bool { return true }
 
 func typing(answer string) answering { return answering{strings.NewReader(answer)} }
+
+// serving runs the serve command with args and the environment env
+// until it prints its address, then gets url+path from it, and stops it:
+// it returns the command's result and the page's status.
+func serving(t *testing.T, env map[string]string, path string, args ...string) (result, int) {
+	t.Helper()
+	ctx, stop := context.WithCancel(t.Context())
+	defer stop()
+	var out, errOut logbuf.Buffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, args, func(k string) string { return env[k] }, strings.NewReader(""), &out, &errOut)
+	}()
+	var url string
+	listening := func() bool {
+		_, rest, ok := strings.Cut(out.String(), "serving ")
+		url, _, _ = strings.Cut(rest, " ")
+		return ok && strings.HasSuffix(url, "/")
+	}
+	deadline := time.After(testwait.Within)
+	for !listening() {
+		select {
+		case code := <-done:
+			return result{code: code, out: out.String(), errOut: errOut.String()}, 0
+		case <-time.After(10 * time.Millisecond):
+		case <-deadline:
+			t.Fatalf("waited %s for serve to print its address", testwait.Within)
+		}
+	}
+	resp, err := http.Get(strings.TrimSuffix(url, "/") + path)
+	require.NoError(t, err)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	require.NoError(t, resp.Body.Close())
+	stop()
+	code := testwait.Recv(t, done, "serve to stop once interrupted")
+	return result{code: code, out: out.String(), errOut: errOut.String()}, resp.StatusCode
+}
