@@ -37,26 +37,11 @@ type benchBundle struct {
 	dsn string
 }
 
-// benchSetup opens a pool of conns connections on the durable server, all
-// kept idle between uses and opened before the caller's timed work, and
-// closes it when the benchmark ends.
+// benchSetup opens a pool of conns connections on the durable server
+// (pgtest.DurablePool).
 func benchSetup(b *testing.B, conns int) benchBundle {
 	b.Helper()
-	dsn := pgtest.DurableURL(b)
-	db, err := sql.Open("postgres", dsn)
-	require.NoError(b, err)
-	b.Cleanup(func() { _ = db.Close() })
-	db.SetMaxOpenConns(conns)
-	db.SetMaxIdleConns(conns)
-	held := make([]*sql.Conn, conns)
-	for i := range held {
-		held[i], err = db.Conn(b.Context())
-		require.NoError(b, err)
-	}
-	for _, c := range held {
-		require.NoError(b, c.Close())
-	}
-	return benchBundle{db: db, dsn: dsn}
+	return benchBundle{db: pgtest.DurablePool(b, conns), dsn: pgtest.DurableURL(b)}
 }
 
 // schema creates a fresh migrated schema and returns it with its outbox and
