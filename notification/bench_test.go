@@ -41,27 +41,6 @@ type benchDrain struct {
 	drop   func() // drops the schema; the benchmark's end does too
 }
 
-// benchPool opens a pool of conns connections on the durable server, all
-// kept idle between uses and opened before any timed work, and closes it
-// when the benchmark ends.
-func benchPool(b *testing.B, conns int) *sql.DB {
-	b.Helper()
-	db, err := sql.Open("postgres", pgtest.DurableURL(b))
-	require.NoError(b, err)
-	b.Cleanup(func() { _ = db.Close() })
-	db.SetMaxOpenConns(conns)
-	db.SetMaxIdleConns(conns)
-	held := make([]*sql.Conn, conns)
-	for i := range held {
-		held[i], err = db.Conn(b.Context())
-		require.NoError(b, err)
-	}
-	for _, c := range held {
-		require.NoError(b, c.Close())
-	}
-	return db
-}
-
 // newBenchDrain creates a fresh migrated schema and commits n mail
 // requests into it in transactions of 1,000.
 func newBenchDrain(b *testing.B, db *sql.DB, n int) benchDrain {
@@ -149,7 +128,7 @@ func (d benchDrain) verify(b *testing.B, mail *recording.Delivery) {
 func BenchmarkDispatcherDrain(b *testing.B) {
 	// Every hand holds a connection for its claim's transaction; the relay
 	// needs a few more for its claims, settles and the poll.
-	db := benchPool(b, relay.ConcurrencyDefault+10)
+	db := pgtest.DurablePool(b, relay.ConcurrencyDefault+10)
 	dsn := pgtest.DurableURL(b)
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -297,6 +297,22 @@ func (c *Client) ListDead(ctx context.Context, f *DeadFilter) ([]Dead, error) {
 	return out, nil
 }
 
+// CountDead counts the dead requests f selects per group of by: the code
+// of the reason they died of (relay.ByCode), their channel (relay.ByLane)
+// or their module (relay.ByModule), the largest group first. f.After and
+// f.Limit do not apply. It reads only the dead requests.
+func (c *Client) CountDead(ctx context.Context, f *DeadFilter, by relay.GroupBy) ([]relay.DeadGroup, error) {
+	return c.ob.CountDead(ctx, c.db, f.relay(), by)
+}
+
+// Throughput counts the records of module ("" for every module) processed
+// (a request: delivered) and dead in each of the last minutes (1 to
+// relay.ThroughputMinutesMax), the oldest minute first, reading only the
+// records settled in them.
+func (c *Client) Throughput(ctx context.Context, module string, minutes int) ([]relay.Minute, error) {
+	return c.ob.Throughput(ctx, c.db, module, minutes)
+}
+
 // Reemit hands the dead requests f selects back to their relays, once the
 // cause is fixed: each keeps its id (so a provider still deduplicates it)
 // and gets a fresh budget of attempts, so its delivery sees attempt 1

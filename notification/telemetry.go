@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tidings-go/tidings/delivery"
+	"github.com/tidings-go/tidings/internal/buckets"
 	"github.com/tidings-go/tidings/relay"
 )
 
@@ -21,8 +22,9 @@ import (
 // metrics.
 const ScopeName = "github.com/tidings-go/tidings/notification"
 
-// MetricDeliveryDuration is the time each delivery call took, by channel
-// and answer (AttrChannel, AttrAnswer). What became of each request (done,
+// MetricDeliveryDuration is the time each delivery call took, in seconds,
+// by channel and answer (AttrChannel, AttrAnswer), in buckets from a
+// millisecond to ten minutes. What became of each request (done,
 // retried, dead) is the relay's relay.MetricSettled, by module, lane (the
 // channel) and outcome.
 const MetricDeliveryDuration = "tidings.notification.delivery.duration"
@@ -74,7 +76,7 @@ func newTelemetry(cfg Config) (telemetry, error) {
 		}
 	}
 	var err error
-	if t.duration, err = mp.Meter(ScopeName).Float64Histogram(MetricDeliveryDuration, metric.WithUnit("s"),
+	if t.duration, err = mp.Meter(ScopeName).Float64Histogram(MetricDeliveryDuration, metric.WithUnit("s"), buckets.Option(),
 		metric.WithDescription("Time a delivery took to answer.")); err != nil {
 		return t, fmt.Errorf("notification: metric %s: %w", MetricDeliveryDuration, err)
 	}

@@ -91,15 +91,25 @@ func TestTelemetry(t *testing.T) {
 	require.EqualValues(t, 1, count("mail", "done"))
 	require.EqualValues(t, 1, count("sms", "retry"))
 	allowed := []attribute.Key{relay.AttrModule, relay.AttrLane, relay.AttrOutcome, notification.AttrChannel, notification.AttrAnswer}
+	deliveries := 0
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
 			if h, ok := m.Data.(metricdata.Histogram[float64]); ok {
 				for _, dp := range h.DataPoints {
 					for _, kv := range dp.Attributes.ToSlice() {
 						require.Contains(t, allowed, kv.Key, "low-cardinality attributes only")
+						require.NotEmpty(t, kv.Value.AsString(), "%s: %s", m.Name, kv.Key)
+					}
+					// From a millisecond to ten minutes, not the SDK's
+					// default that holds every delivery under 5 s in one.
+					require.Equal(t, 0.001, dp.Bounds[0], m.Name)
+					require.Equal(t, 600.0, dp.Bounds[len(dp.Bounds)-1], m.Name)
+					if m.Name == notification.MetricDeliveryDuration {
+						deliveries += int(dp.Count)
 					}
 				}
 			}
 		}
 	}
+	require.Equal(t, 3, deliveries, "mail once, sms twice")
 }

@@ -37,26 +37,11 @@ type benchBundle struct {
 	dsn string
 }
 
-// benchSetup opens a pool of conns connections on the durable server, all
-// kept idle between uses and opened before the caller's timed work, and
-// closes it when the benchmark ends.
+// benchSetup opens a pool of conns connections on the durable server
+// (pgtest.DurablePool).
 func benchSetup(b *testing.B, conns int) benchBundle {
 	b.Helper()
-	dsn := pgtest.DurableURL(b)
-	db, err := sql.Open("postgres", dsn)
-	require.NoError(b, err)
-	b.Cleanup(func() { _ = db.Close() })
-	db.SetMaxOpenConns(conns)
-	db.SetMaxIdleConns(conns)
-	held := make([]*sql.Conn, conns)
-	for i := range held {
-		held[i], err = db.Conn(b.Context())
-		require.NoError(b, err)
-	}
-	for _, c := range held {
-		require.NoError(b, c.Close())
-	}
-	return benchBundle{db: db, dsn: dsn}
+	return benchBundle{db: pgtest.DurablePool(b, conns), dsn: pgtest.DurableURL(b)}
 }
 
 // schema creates a fresh migrated schema and returns it with its outbox and
@@ -219,4 +204,56 @@ func BenchmarkDrain(b *testing.B) {
 		drop()
 	}
 	b.ReportMetric(float64(drainRecords*b.N)/b.Elapsed().Seconds(), "records/s")
+}
+
+// BenchmarkStats reads what the gauges and the operator's stats read, on
+// an outbox of a backlog of n pending records (half due, half scheduled,
+// in four lanes), n/100 dead ones under three codes, and a processed
+// history of n records settled over the last day: Outbox.Stats (one op is
+// one statement, as one collection of the gauges runs) and
+// Outbox.Throughput of the last five minutes. The rows are inserted with
+// one statement each and vacuumed before the timer starts.
+func BenchmarkStats(b *testing.B) {
+	bb := benchSetup(b, 2)
+	for _, n := range []int{10_000, 100_000, 1_000_000} {
+		b.Run(fmt.Sprintf("backlog=%d", n), func(b *testing.B) {
+			schema, ob, _ := bb.schema(b)
+			t := `"` + schema + `".outbox`
+			for _, fill := range []string{
+				`INSERT INTO ` + t + ` (id, module, kind, payload, lane, created_at, available_at)
+				SELECT gen_random_uuid(), 'orders', 'order.placed', '{}', (ARRAY['mail', 'push', 'sms', 'inapp'])[1 + i % 4],
+					now() - interval '1 hour', now() + make_interval(secs => CASE WHEN i % 2 = 0 THEN -1 ELSE 1 END * (i % 3600))
+				FROM generate_series(1, $1) i`,
+				`INSERT INTO ` + t + ` (id, module, kind, payload, lane, created_at, failed_at, failure_reason, code)
+				SELECT gen_random_uuid(), 'orders', 'order.placed', '{}', 'sms', now() - interval '1 day',
+					now() - make_interval(secs => i % 86400), 'failed', (ARRAY['provider.unavailable', 'recipient.invalid', 'template.unknown'])[1 + i % 3]
+				FROM generate_series(1, $1 / 100) i`,
+				`INSERT INTO ` + t + ` (id, module, kind, payload, lane, created_at, processed_at)
+				SELECT gen_random_uuid(), 'orders', 'order.placed', '{}', 'mail', now() - interval '1 day',
+					now() - make_interval(secs => i % 86400)
+				FROM generate_series(1, $1) i`,
+			} {
+				_, err := bb.db.ExecContext(b.Context(), fill, n)
+				require.NoError(b, err)
+			}
+			_, err := bb.db.ExecContext(b.Context(), `VACUUM ANALYZE `+t)
+			require.NoError(b, err)
+
+			b.Run("Stats", func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					st, err := ob.Stats(b.Context(), bb.db, "orders")
+					require.NoError(b, err)
+					require.Len(b, st.Lanes, 4)
+				}
+			})
+			b.Run("Throughput", func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					_, err := ob.Throughput(b.Context(), bb.db, "orders", 5)
+					require.NoError(b, err)
+				}
+			})
+		})
+	}
 }

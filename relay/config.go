@@ -113,8 +113,10 @@ type Config struct {
 	// global provider.
 	TracerProvider trace.TracerProvider
 
-	// MeterProvider creates the relay's metrics. Nil means the global
-	// provider.
+	// MeterProvider creates the relay's metrics (MetricHanded, ...) and
+	// the gauges of its module's outbox (MetricDue, ...), which it
+	// observes from one Outbox.Stats statement per collection while
+	// Supervise runs. Nil means the global provider.
 	MeterProvider metric.MeterProvider
 }
 

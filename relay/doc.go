@@ -38,15 +38,18 @@
 //     attempt nor the hand, and MaxUnsure bounds Unsure), or dead (Dead).
 //     A record handed more than MaxHands times, because it keeps crashing
 //     or hanging its process, is dead with a reason saying so.
-//  6. Operate. Outbox.Status tells one record's state and timeline,
-//     Outbox.FindByCorrelation lists the records of a correlation id,
-//     Outbox.FindByResult the records a sink processed with a result,
-//     Outbox.Stats counts what is pending and dead, Outbox.ListDead shows
-//     dead records, Outbox.Reemit hands them back once the cause is fixed,
-//     and Outbox.Purge (also run by the supervisor) removes settled
-//     records after their retention. A sink that decides about records it
-//     was not handed ends pending ones with Outbox.Finish, and notes what
-//     happened to settled ones later on their timelines with Outbox.Note.
+//  6. Operate. Outbox.ListDead shows dead records and Outbox.CountDead
+//     counts them by cause, lane or module, Outbox.Reemit hands them back
+//     once the cause is fixed, and Outbox.Purge (also run by the
+//     supervisor) removes settled records after their retention.
+//     Outbox.Status tells one record's story, Outbox.FindByCorrelation
+//     finds the records of one write, Outbox.FindByResult the records a
+//     sink processed with a result, Outbox.Stats and Outbox.Throughput
+//     what is waiting and what flowed in the last minutes; the supervisor
+//     observes Stats as gauges of its module (MetricDue, ...). A sink that
+//     decides about records it was not handed ends pending ones with
+//     Outbox.Finish, and notes what happened to settled ones later on
+//     their timelines with Outbox.Note.
 //
 // Delivery is at least once: a sink may see a record again after a crash
 // or an expired lease, so its effect must be idempotent (see package inbox).

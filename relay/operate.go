@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/lib/pq"
 
+	"github.com/tidings-go/tidings/dbtx"
 	"github.com/tidings-go/tidings/internal/purge"
 )
 
@@ -90,24 +91,10 @@ func (o *Outbox) ListDead(ctx context.Context, db *sql.DB, f *DeadFilter) ([]Dea
 			afterAt, afterID = nullTime(f.After.FailedAt), f.After.ID
 		}
 	}
-	rows, err := db.QueryContext(ctx, o.q.listDead, append(f.args(), afterAt, afterID, limit)...)
-	if err != nil {
-		return nil, fmt.Errorf("relay: list dead: %w", err)
-	}
-	defer rows.Close()
-	var out []DeadRecord
-	for rows.Next() {
-		var d DeadRecord
-		if err := rows.Scan(&d.ID, &d.Module, &d.Lane, &d.Kind, &d.Payload, &d.CorrelationID, &d.CausationID,
-			&d.CreatedAt, &d.FailedAt, &d.Reason, &d.Code, &d.Attempts, &d.Hands); err != nil {
-			return nil, fmt.Errorf("relay: list dead: %w", err)
-		}
-		out = append(out, d)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("relay: list dead: %w", err)
-	}
-	return out, nil
+	return collect(ctx, db, "list dead", o.q.listDead, append(f.args(), afterAt, afterID, limit), func(rows *sql.Rows, d *DeadRecord) error {
+		return rows.Scan(&d.ID, &d.Module, &d.Lane, &d.Kind, &d.Payload, &d.CorrelationID, &d.CausationID,
+			&d.CreatedAt, &d.FailedAt, &d.Reason, &d.Code, &d.Attempts, &d.Hands)
+	})
 }
 
 // Reemit hands the dead records f selects back to their relays, once the
@@ -166,4 +153,59 @@ func (o *Outbox) Purge(ctx context.Context, db *sql.DB, olderThan time.Duration)
 		return n, fmt.Errorf("relay: purge: %w", err)
 	}
 	return n, nil
+}
+
+// GroupBy names what CountDead groups dead records by.
+type GroupBy string
+
+// What CountDead groups dead records by.
+const (
+	ByCode   GroupBy = "code"   // the code of the reason they died of (DeadRecord.Code)
+	ByLane   GroupBy = "lane"   // their lane (a notification's channel)
+	ByModule GroupBy = "module" // their module
+)
+
+// DeadGroup counts the dead records of one group.
+type DeadGroup struct {
+	Key   string    // the group's code, lane or module
+	Count int64     // how many records of the group are dead
+	First time.Time // the earliest death in the group
+	Last  time.Time // the latest death in the group
+}
+
+// CountDead counts the dead records f selects per group of by, the
+// largest group first (then by key): what a "dead by cause" overview or a
+// decision to re-emit a group needs. f.After and f.Limit do not apply. It
+// reads only the dead records, through their partial indexes, never the
+// processed history.
+func (o *Outbox) CountDead(ctx context.Context, q dbtx.Queryer, f *DeadFilter, by GroupBy) ([]DeadGroup, error) {
+	query, ok := o.q.countDead[by]
+	if !ok {
+		return nil, fmt.Errorf("relay: count dead: group by %q: want %q, %q or %q", by, ByCode, ByLane, ByModule)
+	}
+	return collect(ctx, q, "count dead", query, f.args(), func(rows *sql.Rows, g *DeadGroup) error {
+		return rows.Scan(&g.Key, &g.Count, &g.First, &g.Last)
+	})
+}
+
+// collect runs query with args on q and scans each row it returns into a
+// T with scan; op names the call in errors.
+func collect[T any](ctx context.Context, q dbtx.Queryer, op, query string, args []any, scan func(*sql.Rows, *T) error) ([]T, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("relay: %s: %w", op, err)
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		var v T
+		if err := scan(rows, &v); err != nil {
+			return nil, fmt.Errorf("relay: %s: %w", op, err)
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("relay: %s: %w", op, err)
+	}
+	return out, nil
 }

@@ -173,6 +173,108 @@ func TestOperate(t *testing.T) {
 		require.Equal(t, relay.LaneStats{Module: "other", Due: 1, OldestDue: all.Lanes[2].OldestDue}, all.Lanes[2])
 	})
 
+	t.Run("CountDeadGroupsByCodeLaneAndModule", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		unavailable := relay.Dead(errors.New("unavailable")).WithCode("provider.unavailable")
+		answers := map[uuid.UUID]relay.Result{}
+		for _, m := range []struct {
+			lane   string
+			answer relay.Result
+		}{
+			{"sms", unavailable},
+			{"sms", relay.Dead(errors.New("invalid number")).WithCode("recipient.invalid")},
+			{"mail", unavailable},
+			{"mail", relay.Done()}, // delivered: never counted
+		} {
+			id, err := b.ob.Stage(t.Context(), b.db, relay.Message{Module: module, Kind: "x", Lane: m.lane, Payload: payload(0)})
+			require.NoError(t, err)
+			answers[id] = m.answer
+		}
+		sink := newRecorder(func(_ context.Context, rec relay.Record) relay.Result { return answers[rec.ID] })
+		stop := supervise(t, b.db, b.config(t), sink)
+		b.eventually(t, "failed_at IS NOT NULL OR processed_at IS NOT NULL", 4, 10*time.Second)
+		stop()
+
+		count := func(f *relay.DeadFilter, by relay.GroupBy) map[string]int64 {
+			groups, err := b.ob.CountDead(t.Context(), b.db, f, by)
+			require.NoError(t, err)
+			out := map[string]int64{}
+			for i, g := range groups {
+				require.False(t, g.Last.Before(g.First), "%+v", g)
+				if i > 0 {
+					require.LessOrEqual(t, g.Count, groups[i-1].Count, "the largest group first")
+				}
+				out[g.Key] = g.Count
+			}
+			return out
+		}
+		require.Equal(t, map[string]int64{"provider.unavailable": 2, "recipient.invalid": 1}, count(nil, relay.ByCode))
+		require.Equal(t, map[string]int64{"sms": 2, "mail": 1}, count(nil, relay.ByLane))
+		require.Equal(t, map[string]int64{module: 3}, count(nil, relay.ByModule))
+		require.Equal(t, map[string]int64{"sms": 1, "mail": 1}, count(&relay.DeadFilter{Code: "provider.unavailable"}, relay.ByLane))
+		require.Equal(t, map[string]int64{"provider.unavailable": 1, "recipient.invalid": 1},
+			count(&relay.DeadFilter{Lane: "sms"}, relay.ByCode))
+		require.Empty(t, count(&relay.DeadFilter{Module: "other"}, relay.ByCode))
+		require.Empty(t, count(&relay.DeadFilter{Since: time.Now().Add(time.Hour)}, relay.ByCode))
+
+		_, err := b.ob.CountDead(t.Context(), b.db, nil, "recipient")
+		require.ErrorContains(t, err, `group by "recipient"`)
+	})
+
+	t.Run("ThroughputCountsEachOfTheLastMinutes", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ids := b.stage(t, 6)
+		_, err := b.ob.Stage(t.Context(), b.db, relay.Message{Module: "other", Kind: "x", Payload: payload(0)})
+		require.NoError(t, err)
+		stop := supervise(t, b.db, b.config(t), newRecorder(func(_ context.Context, rec relay.Record) relay.Result {
+			if rec.ID == ids[4] || rec.ID == ids[5] {
+				return relay.Dead(errors.New("rejected"))
+			}
+			return relay.Done()
+		}))
+		b.eventually(t, "processed_at IS NOT NULL OR failed_at IS NOT NULL", 6, 10*time.Second)
+		stop()
+		// Two of the processed ones settled two and a half minutes ago,
+		// one of them an hour ago; one of the dead died four and a half
+		// minutes ago.
+		for _, shift := range []struct {
+			id  uuid.UUID
+			col string
+			ago string
+		}{{ids[0], "processed_at", "150 seconds"}, {ids[1], "processed_at", "150 seconds"},
+			{ids[2], "processed_at", "1 hour"}, {ids[4], "failed_at", "270 seconds"}} {
+			_, err := b.db.ExecContext(t.Context(), `UPDATE "`+b.schema+`".outbox SET `+shift.col+` = now() - interval '`+shift.ago+`' WHERE id = $1`, shift.id)
+			require.NoError(t, err)
+		}
+
+		minutes, err := b.ob.Throughput(t.Context(), b.db, module, 5)
+		require.NoError(t, err)
+		require.Len(t, minutes, 5, "every minute, those without a record too")
+		for i := 1; i < len(minutes); i++ {
+			require.Equal(t, time.Minute, minutes[i].Start.Sub(minutes[i-1].Start), "oldest first, a minute apart")
+		}
+		require.WithinDuration(t, time.Now().Add(-time.Minute), minutes[4].Start, time.Minute, "the last minute ends now")
+		got := func(m []relay.Minute) [][2]int64 {
+			var out [][2]int64
+			for _, x := range m {
+				out = append(out, [2]int64{x.Processed, x.Dead})
+			}
+			return out
+		}
+		require.Equal(t, [][2]int64{{0, 1}, {0, 0}, {2, 0}, {0, 0}, {1, 1}}, got(minutes))
+
+		all, err := b.ob.Throughput(t.Context(), b.db, "", 1)
+		require.NoError(t, err)
+		require.Equal(t, [][2]int64{{1, 1}}, got(all), "the other module's record is pending")
+
+		for _, n := range []int{0, relay.ThroughputMinutesMax + 1} {
+			_, err := b.ob.Throughput(t.Context(), b.db, module, n)
+			require.ErrorContains(t, err, "minutes", n)
+		}
+	})
+
 	t.Run("SupervisorPurgesPeriodically", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

@@ -38,6 +38,13 @@ const deadFilter = `($1 = '' OR o.module = $1) AND ($2 = '' OR o.kind = $2)
 	AND ($6::timestamptz IS NULL OR o.failed_at < $6)
 	AND ($7::uuid[] IS NULL OR o.id = ANY($7))`
 
+// countDead counts the dead rows of a DeadFilter ($1 to $7) per {by}, the
+// largest group first, with the first and last death of each.
+const countDead = `SELECT {by}, count(*), min(o.failed_at), max(o.failed_at) FROM {t} o
+	WHERE o.failed_at IS NOT NULL AND {deadFilter}
+	GROUP BY 1
+	ORDER BY 2 DESC, 1`
+
 // queries holds every statement of the relay for one schema, built once.
 type queries struct {
 	channel string // the NOTIFY channel of the schema; the payload is the module
@@ -55,6 +62,8 @@ type queries struct {
 	byResult          string
 	stats             string
 	byCorrelation     string
+	countDead         map[GroupBy]string
+	throughput        string
 }
 
 func newQueries(schema string) queries {
@@ -88,6 +97,40 @@ func newQueries(schema string) queries {
 			UNION ALL
 			SELECT 'now', '', '', '', 0, 0, 0) s
 			ORDER BY kind DESC, module, lane, code`),
+
+		// Dead rows per group, through outbox_dead_code (or outbox_dead):
+		// the condition failed_at IS NOT NULL is both partial indexes'
+		// predicate, so the processed history is never read.
+		countDead: map[GroupBy]string{
+			ByCode:   r.Replace(strings.ReplaceAll(countDead, "{by}", "o.code")),
+			ByLane:   r.Replace(strings.ReplaceAll(countDead, "{by}", "o.lane")),
+			ByModule: r.Replace(strings.ReplaceAll(countDead, "{by}", "o.module")),
+		},
+
+		// No index holds correlation ids: one would cost every staging
+		// insert. An operator's look-up reads the table.
+
+		// Records settled in each of the last $2 minutes, oldest first,
+		// every minute present: processed ones through outbox_settled,
+		// dead ones through outbox_dead. Each condition is its index's
+		// predicate and a range of its key, so only those minutes' rows
+		// are read. A row settled after this statement's now() but
+		// committed before its snapshot counts in the last minute.
+		throughput: r.Replace(`SELECT now() - make_interval(mins => m.ago + 1), coalesce(c.done, 0), coalesce(c.dead, 0)
+			FROM generate_series(0, $2 - 1) AS m(ago) LEFT JOIN (
+				SELECT ago, count(*) FILTER (WHERE NOT dead) AS done, count(*) FILTER (WHERE dead) AS dead FROM (
+					SELECT greatest(0, floor(extract(epoch FROM now() - coalesce(processed_at, cancelled_at)) / 60))::int AS ago, false AS dead
+					FROM {t}
+					WHERE (processed_at IS NOT NULL OR cancelled_at IS NOT NULL)
+						AND coalesce(processed_at, cancelled_at) > now() - make_interval(mins => $2)
+						AND processed_at IS NOT NULL AND ($1 = '' OR module = $1)
+					UNION ALL
+					SELECT greatest(0, floor(extract(epoch FROM now() - failed_at) / 60))::int, true
+					FROM {t}
+					WHERE failed_at IS NOT NULL AND failed_at > now() - make_interval(mins => $2)
+						AND ($1 = '' OR module = $1)) s
+				GROUP BY ago) c ON c.ago = m.ago
+			ORDER BY m.ago DESC`),
 
 		stage: r.Replace(`WITH ins AS (
 			INSERT INTO {t} (id, module, kind, payload, headers, correlation_id, causation_id, available_at, lane, has_secret)

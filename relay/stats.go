@@ -3,6 +3,7 @@ package relay
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"fmt"
 	"slices"
 	"time"
@@ -15,11 +16,13 @@ type LaneStats struct {
 	Module string
 	Lane   string
 
-	// Due counts the pending records that are due now (those in flight
-	// included: a claim pushes a record's due time past its lease).
+	// Due counts the pending records that are due now and that no relay
+	// holds: waiting for a claim.
 	Due int64
 
-	// Scheduled counts the pending records that come due later.
+	// Scheduled counts the pending records that come due later: scheduled,
+	// waiting for a retry, or in flight (a claim pushes a record's due
+	// time past its lease).
 	Scheduled int64
 
 	// OldestDue is how long the longest-waiting due record has been due;
@@ -101,4 +104,34 @@ func (o *Outbox) Stats(ctx context.Context, q dbtx.Queryer, module string) (Stat
 		return cmp.Or(cmp.Compare(a.Module, b.Module), cmp.Compare(a.Lane, b.Lane))
 	})
 	return st, nil
+}
+
+// ThroughputMinutesMax is the most minutes Throughput counts.
+const ThroughputMinutesMax = 60
+
+// Minute counts the records settled in one minute.
+type Minute struct {
+	// Start is when the minute began, by the database's clock; it ends a
+	// minute later.
+	Start time.Time
+	// Processed counts the records processed in the minute.
+	Processed int64
+	// Dead counts the records that died in the minute and are dead still:
+	// a record re-emitted since is no longer counted.
+	Dead int64
+}
+
+// Throughput counts the records of module ("" for every module) processed
+// and dead in each of the last minutes (1 to ThroughputMinutesMax), the
+// oldest minute first; the last one ends now, by the database's clock. It
+// reads only the records settled in those minutes, through the indexes of
+// settled and of dead records, so its cost follows the rate, not the
+// history the outbox keeps.
+func (o *Outbox) Throughput(ctx context.Context, q dbtx.Queryer, module string, minutes int) ([]Minute, error) {
+	if minutes < 1 || minutes > ThroughputMinutesMax {
+		return nil, fmt.Errorf("relay: throughput: minutes %d: want 1 to %d", minutes, ThroughputMinutesMax)
+	}
+	return collect(ctx, q, "throughput", o.q.throughput, []any{module, minutes}, func(rows *sql.Rows, m *Minute) error {
+		return rows.Scan(&m.Start, &m.Processed, &m.Dead)
+	})
 }

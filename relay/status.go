@@ -100,27 +100,13 @@ func (s Status) Settled() bool { return s.State != StatePending }
 
 // timeline reads the entries of id, oldest first.
 func (o *Outbox) timeline(ctx context.Context, q dbtx.Queryer, id uuid.UUID) ([]Entry, error) {
-	rows, err := q.QueryContext(ctx, o.q.timeline, id)
-	if err != nil {
-		return nil, fmt.Errorf("relay: timeline: %w", err)
-	}
-	defer rows.Close()
-	var out []Entry
-	for rows.Next() {
-		var e Entry
+	return collect(ctx, q, "timeline", o.q.timeline, []any{id}, func(rows *sql.Rows, e *Entry) error {
 		var detail []byte
 		if err := rows.Scan(&e.At, &e.Event, &e.Hand, &e.Code, &e.Reason, &detail); err != nil {
-			return nil, fmt.Errorf("relay: timeline: %w", err)
+			return err
 		}
-		if err := json.Unmarshal(detail, &e.Detail); err != nil {
-			return nil, fmt.Errorf("relay: timeline: %w", err)
-		}
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("relay: timeline: %w", err)
-	}
-	return out, nil
+		return json.Unmarshal(detail, &e.Detail)
+	})
 }
 
 // Status returns what is known of the record id, with its timeline, or

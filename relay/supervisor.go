@@ -144,6 +144,11 @@ func (s *supervisor) run(ctx context.Context) error {
 		s.log.WarnContext(ctx, "idle_in_transaction_session_timeout is not above HandTimeout: a sink that holds a transaction while it works (the notification dispatcher does) will have it cut, and its answers become retries",
 			"idle_in_transaction_session_timeout", limit, "hand_timeout", s.cfg.HandTimeout)
 	}
+	gauges, err := s.tel.observe(func(ctx context.Context) (Stats, error) { return s.ob.Stats(ctx, s.db, s.cfg.Module) })
+	if err != nil {
+		return err
+	}
+	defer func() { _ = gauges.Unregister() }()
 	s.log.InfoContext(ctx, "relay started", "schema", s.cfg.Schema, "listen", s.cfg.ListenDSN != "",
 		"batch_size", s.cfg.BatchSize, "concurrency", s.cfg.Concurrency, "lane_limit", s.cfg.LaneLimit,
 		"lease", s.cfg.Lease, "batches", s.batch != nil)

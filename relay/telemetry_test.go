@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/tidings-go/tidings/internal/testwait"
 	"github.com/tidings-go/tidings/relay"
 )
 
@@ -93,6 +95,116 @@ func TestTelemetry(t *testing.T) {
 		return sumOf(rm, relay.MetricSettled, attribute.String("tidings.outcome", "done")) == 1
 	}, 5*time.Second, 10*time.Millisecond)
 	require.EqualValues(t, 1, sumOf(rm, relay.MetricHanded, attribute.String("tidings.module", module)))
+	require.EqualValues(t, 1, sumOf(rm, relay.MetricSettled, attribute.String(relay.AttrLane, relay.LaneUnknown)),
+		"a record without a lane is counted under LaneUnknown, not an empty name")
+	for _, name := range []string{relay.MetricHandDuration, relay.MetricLag} {
+		requireSecondsBuckets(t, rm, name)
+	}
+}
+
+// requireSecondsBuckets fails unless the histogram name has data, in
+// buckets from a millisecond to ten minutes.
+func requireSecondsBuckets(t *testing.T, rm metricdata.ResourceMetrics, name string) {
+	t.Helper()
+	points := 0
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != name {
+				continue
+			}
+			for _, dp := range m.Data.(metricdata.Histogram[float64]).DataPoints {
+				require.Equal(t, 0.001, dp.Bounds[0], name)
+				require.Equal(t, 600.0, dp.Bounds[len(dp.Bounds)-1], name)
+				points++
+			}
+		}
+	}
+	require.NotZero(t, points, "%s has no data", name)
+}
+
+func TestGauges(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	reader := sdkmetric.NewManualReader()
+	cfg := b.config(t)
+	cfg.MeterProvider = sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	cfg.LaneLimit = 1 // one push record in flight; the others wait, due
+	cfg.HandTimeout, cfg.Lease = time.Minute, 2*time.Minute
+
+	handed, release := make(chan struct{}, 1), make(chan struct{})
+	sink := relay.SinkFunc(func(ctx context.Context, rec relay.Record) relay.Result {
+		if rec.Lane == "sms" {
+			return relay.Dead(errors.New("invalid number")).WithCode("recipient.invalid")
+		}
+		select {
+		case handed <- struct{}{}:
+		default:
+		}
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return relay.Later(time.Hour)
+	})
+	later := time.Now().Add(time.Hour)
+	var msgs []relay.Message
+	for lane, n := range map[string]int{"push": 3, "sms": 2} {
+		for range n {
+			msgs = append(msgs, relay.Message{Module: module, Kind: "x", Lane: lane, Payload: payload(0)})
+		}
+	}
+	msgs = append(msgs,
+		relay.Message{Module: module, Kind: "x", Lane: "mail", Payload: payload(0), NotBefore: later},
+		relay.Message{Module: module, Kind: "x", Lane: "mail", Payload: payload(0), NotBefore: later},
+		relay.Message{Module: module, Kind: "x", Payload: payload(0), NotBefore: later},
+		relay.Message{Module: "other", Kind: "x", Lane: "push", Payload: payload(0)})
+	_, err := b.ob.StageBatch(t.Context(), b.db, msgs)
+	require.NoError(t, err)
+	stop := supervise(t, b.db, cfg, sink)
+	testwait.Recv(t, handed, "a push record handed")
+	b.eventually(t, "failed_at IS NOT NULL", 2, 10*time.Second)
+
+	gauges := func() map[string]map[string]float64 {
+		var rm metricdata.ResourceMetrics
+		require.NoError(t, reader.Collect(t.Context(), &rm))
+		out := map[string]map[string]float64{}
+		for _, sm := range rm.ScopeMetrics {
+			for _, m := range sm.Metrics {
+				add := func(attrs attribute.Set, v float64) {
+					mod, _ := attrs.Value(relay.AttrModule)
+					require.Equal(t, module, mod.AsString(), "the relay's own module only")
+					lane, _ := attrs.Value(relay.AttrLane)
+					require.NotEmpty(t, lane.AsString(), m.Name)
+					if out[m.Name] == nil {
+						out[m.Name] = map[string]float64{}
+					}
+					out[m.Name][lane.AsString()] = v
+				}
+				switch g := m.Data.(type) {
+				case metricdata.Gauge[int64]:
+					for _, dp := range g.DataPoints {
+						add(dp.Attributes, float64(dp.Value))
+					}
+				case metricdata.Gauge[float64]:
+					for _, dp := range g.DataPoints {
+						add(dp.Attributes, dp.Value)
+					}
+				}
+			}
+		}
+		return out
+	}
+	got := gauges()
+	require.Equal(t, map[string]float64{"push": 2, "sms": 0, "mail": 0, relay.LaneUnknown: 0}, got[relay.MetricDue])
+	require.Equal(t, map[string]float64{"push": 1, "sms": 0, "mail": 2, relay.LaneUnknown: 1}, got[relay.MetricScheduled],
+		"the push record in flight is scheduled: its lease")
+	require.Equal(t, map[string]float64{"push": 0, "sms": 2, "mail": 0, relay.LaneUnknown: 0}, got[relay.MetricDead])
+	require.Greater(t, got[relay.MetricOldestDue]["push"], 0.0)
+	require.Zero(t, got[relay.MetricOldestDue]["mail"])
+
+	close(release)
+	stop()
+	require.Empty(t, gauges(), "a stopped relay observes nothing")
 }
 
 // sumOf adds up the data points of a counter that carry attr.

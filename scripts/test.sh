@@ -14,4 +14,5 @@ case " $* " in
   *" ./"*) ;;
   *) set -- "$@" ./... ;;
 esac
+echo "test: downloading what is missing, building and running the tests (minutes the first time; each package's result as it ends)" >&2
 exec go test -count=1 "$@"

@@ -13,6 +13,7 @@
 //	EXPO_TOKEN        Expo access token (optional)
 //	TWILIO_URL        Twilio API base URL (default https://api.twilio.com)
 //	TWILIO_SID, TWILIO_TOKEN, TWILIO_FROM   Twilio account and sender
+//	METRICS_ADDR      where Prometheus scrapes /metrics (default :9464; "off" for none)
 //
 // examples/bookings/demo runs it on this machine with local stand-ins for
 // the database and every provider.
@@ -22,14 +23,21 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	_ "github.com/lib/pq"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/tidings-go/tidings/examples/bookings/internal/service"
 )
@@ -54,6 +62,13 @@ func run(ctx context.Context, logger *slog.Logger) error {
 		return err
 	}
 	defer db.Close()
+	if addr := cmp.Or(os.Getenv("METRICS_ADDR"), ":9464"); addr != "off" {
+		stop, err := serveMetrics(addr, logger)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	channels, err := service.Providers{
 		SMTPAddr:        os.Getenv("SMTP_ADDR"),
 		MailFrom:        os.Getenv("MAIL_FROM"),
@@ -72,4 +87,35 @@ func run(ctx context.Context, logger *slog.Logger) error {
 		return err
 	}
 	return service.Run(ctx, service.Config{DB: db, DSN: dsn, Channels: channels, Logger: logger}, ln)
+}
+
+// serveMetrics exports the relay's and the dispatcher's metrics, which
+// they create through the global MeterProvider, for Prometheus at
+// http://addr/metrics, with the Go runtime's; stop ends it.
+func serveMetrics(addr string, logger *slog.Logger) (stop func(), err error) {
+	exporter, err := otelprom.New()
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter))
+	otel.SetMeterProvider(mp)
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("metrics server failed", "err", err)
+		}
+	}()
+	return func() {
+		_ = srv.Close()
+		<-served
+		_ = mp.Shutdown(context.Background())
+	}, nil
 }

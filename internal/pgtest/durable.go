@@ -85,3 +85,27 @@ func stopDurable() {
 		durableCluster = nil
 	}
 }
+
+// DurablePool opens a pool of conns connections on the durable server
+// (DurableURL), all kept idle between uses and opened now, before the
+// caller's timed work; it closes when tb ends.
+func DurablePool(tb testing.TB, conns int) *sql.DB {
+	tb.Helper()
+	db, err := sql.Open("postgres", DurableURL(tb))
+	if err != nil {
+		tb.Fatalf("pgtest: %v", err)
+	}
+	tb.Cleanup(func() { _ = db.Close() })
+	db.SetMaxOpenConns(conns)
+	db.SetMaxIdleConns(conns)
+	held := make([]*sql.Conn, conns)
+	for i := range held {
+		if held[i], err = db.Conn(context.Background()); err != nil {
+			tb.Fatalf("pgtest: open the durable pool: %v", err)
+		}
+	}
+	for _, c := range held {
+		_ = c.Close()
+	}
+	return db
+}

@@ -59,11 +59,13 @@ func run(ctx context.Context, out io.Writer) (err error) {
 
 	dsn := os.Getenv("DATABASE_URL")
 	if dsn == "" {
-		fmt.Fprintln(out, "starting a throwaway PostgreSQL...")
+		fmt.Fprint(out, "starting a throwaway PostgreSQL... ")
+		started := time.Now()
 		cluster, err := pgtemp.Start(ctx, &pgtemp.Options{Durable: true})
 		if err != nil {
 			return err
 		}
+		fmt.Fprintf(out, "started in %s\n", time.Since(started).Round(100*time.Millisecond))
 		defer func() { err = errors.Join(err, cluster.Stop()) }()
 		dsn = cluster.URL()
 	}

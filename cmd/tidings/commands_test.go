@@ -1,0 +1,457 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/lib/pq"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tidings-go/tidings/delivery"
+	"github.com/tidings-go/tidings/internal/pgtest"
+	"github.com/tidings-go/tidings/notification"
+	"github.com/tidings-go/tidings/relay"
+)
+
+func TestStatus(t *testing.T) {
+	t.Parallel()
+	w := setup(t)
+
+	t.Run("Delivered", func(t *testing.T) {
+		t.Parallel()
+		r := w.tidings(t, nil, "status", w.delivered.String())
+		require.Equal(t, exitOK, r.code, r.errOut)
+		require.True(t, strings.HasPrefix(r.out, "request "), r.out)
+		require.Regexp(t, `state\s+processed at `, r.out)
+		require.Regexp(t, `channel\s+mail`, r.out)
+		require.Regexp(t, `reference\s+msg-ada-1`, r.out)
+		require.Regexp(t, `correlation\s+`+correlation, r.out)
+		require.Regexp(t, `staged\s+0\s+-`, r.out, "the timeline starts with its staging")
+		require.Regexp(t, `done\s+1\s+delivered\s+msg-ada-1`, r.out)
+		requireNoRecipient(t, r.out)
+	})
+
+	t.Run("DeadWithItsReasonAndCode", func(t *testing.T) {
+		t.Parallel()
+		r := w.tidings(t, nil, "status", "--json", w.invalid.String())
+		require.Equal(t, exitOK, r.code, r.errOut)
+		var st statusView
+		require.NoError(t, json.Unmarshal([]byte(r.out), &st))
+		require.Equal(t, relay.StateDead, st.State)
+		require.Equal(t, "sms", st.Channel)
+		require.Equal(t, module, st.Module)
+		require.Equal(t, delivery.CodeInvalidRecipient, st.Code)
+		require.Contains(t, st.Reason, "not a valid phone number")
+		require.Equal(t, 1, st.Attempts)
+		require.Equal(t, 1, st.Hands)
+		require.Nil(t, st.NextAttempt, "a dead request has no next attempt")
+		var events []string
+		for _, e := range st.Timeline {
+			events = append(events, e.Event)
+		}
+		require.Equal(t, []string{"staged", "dead"}, events)
+		requireNoRecipient(t, r.out)
+	})
+
+	t.Run("PendingShowsItsNextAttempt", func(t *testing.T) {
+		t.Parallel()
+		later := time.Now().Add(time.Hour)
+		id, err := w.client.Stage(t.Context(), w.db, module, notification.Request{Channel: "mail", Recipient: adaMail,
+			Template: "reminder", NotBefore: later})
+		require.NoError(t, err)
+		r := w.tidings(t, nil, "status", id.String())
+		require.Equal(t, exitOK, r.code, r.errOut)
+		require.Regexp(t, `state\s+pending, not tried yet`, r.out)
+		require.Regexp(t, `next attempt\s+`+regexp.QuoteMeta(later.UTC().Format("2006-01-02T15:04")), r.out)
+	})
+
+	t.Run("ByCorrelation", func(t *testing.T) {
+		t.Parallel()
+		r := w.tidings(t, nil, "status", "--correlation", correlation, "--json")
+		require.Equal(t, exitOK, r.code, r.errOut)
+		var got struct {
+			CorrelationID string       `json:"correlation_id"`
+			Requests      []statusView `json:"requests"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(r.out), &got))
+		require.Equal(t, correlation, got.CorrelationID)
+		require.Len(t, got.Requests, 3)
+		require.Equal(t, []uuid.UUID{w.delivered, w.invalid, w.outage},
+			[]uuid.UUID{got.Requests[0].ID, got.Requests[1].ID, got.Requests[2].ID})
+
+		r = w.tidings(t, nil, "status", "--correlation", correlation)
+		require.Equal(t, exitOK, r.code, r.errOut)
+		require.Regexp(t, w.invalid.String()+`\s+sms\s+dead\s+`+delivery.CodeInvalidRecipient, r.out, "a line per request first")
+		require.Equal(t, 3, strings.Count(r.out, "timeline:"))
+	})
+
+	t.Run("NotFoundAndUsage", func(t *testing.T) {
+		t.Parallel()
+		r := w.tidings(t, nil, "status", uuid.New().String())
+		require.Equal(t, exitNone, r.code)
+		require.Contains(t, r.errOut, "no request")
+		r = w.tidings(t, nil, "status", "--correlation", "booking-999")
+		require.Equal(t, exitNone, r.code)
+		for _, args := range [][]string{{"status"}, {"status", "not-an-id"}, {"status", w.delivered.String(), "--correlation", "x"}} {
+			r = w.tidings(t, nil, args...)
+			require.Equal(t, exitUsage, r.code, "%v", args)
+			require.Contains(t, r.errOut, `Run "tidings status -h"`)
+		}
+	})
+}
+
+func TestDead(t *testing.T) {
+	t.Parallel()
+	w := setup(t)
+
+	t.Run("ListsWithoutRecipients", func(t *testing.T) {
+		t.Parallel()
+		r := w.tidings(t, nil, "dead")
+		require.Equal(t, exitOK, r.code, r.errOut)
+		require.Contains(t, r.out, w.invalid.String())
+		require.Contains(t, r.out, w.outage.String())
+		require.NotContains(t, r.out, w.delivered.String())
+		require.Contains(t, r.out, delivery.CodeInvalidRecipient)
+		require.NotContains(t, r.out, "RECIPIENT")
+		requireNoRecipient(t, r.out)
+
+		r = w.tidings(t, nil, "dead", "--show-recipients")
+		require.Equal(t, exitOK, r.code, r.errOut)
+		require.Contains(t, r.out, adaPhone)
+		require.Contains(t, r.out, gracePhone)
+	})
+
+	t.Run("Filters", func(t *testing.T) {
+		t.Parallel()
+		r := w.tidings(t, nil, "dead", "--code", delivery.CodeUnavailable, "--channel", "sms", "--since", "1h", "--json")
+		require.Equal(t, exitOK, r.code, r.errOut)
+		var got struct {
+			Dead []deadView `json:"dead"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(r.out), &got))
+		require.Len(t, got.Dead, 1)
+		require.Equal(t, w.outage, got.Dead[0].ID)
+		require.Empty(t, got.Dead[0].Recipient)
+		require.Equal(t, "booking_confirmed", got.Dead[0].Template)
+
+		for _, args := range [][]string{
+			{"--channel", "mail"}, {"--module", "other"}, {"--until", "1h"},
+			{"--since", time.Now().Add(time.Hour).UTC().Format(time.RFC3339)},
+		} {
+			r := w.tidings(t, nil, append([]string{"dead"}, args...)...)
+			require.Equal(t, exitNone, r.code, "%v: %s", args, r.out)
+		}
+		r = w.tidings(t, nil, "dead", "--since", "yesterday")
+		require.Equal(t, exitUsage, r.code)
+		require.Contains(t, r.errOut, `"yesterday" is no time`)
+	})
+
+	t.Run("Pages", func(t *testing.T) {
+		t.Parallel()
+		r := w.tidings(t, nil, "dead", "--limit", "1", "--json")
+		require.Equal(t, exitOK, r.code, r.errOut)
+		var first struct {
+			Dead      []deadView `json:"dead"`
+			NextAfter string     `json:"next_after"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(r.out), &first))
+		require.Len(t, first.Dead, 1)
+		require.Equal(t, first.Dead[0].ID.String(), first.NextAfter)
+
+		r = w.tidings(t, nil, "dead", "--limit", "1", "--after", first.NextAfter)
+		require.Equal(t, exitOK, r.code, r.errOut)
+		require.NotContains(t, r.out, first.NextAfter)
+		require.Equal(t, 2, strings.Count(r.out, "\n"), "a header and the second request: %s", r.out)
+		require.Contains(t, r.errOut, "--after", "more may follow")
+
+		r = w.tidings(t, nil, "dead", "--after", w.delivered.String())
+		require.Equal(t, exitUsage, r.code, "not a dead request")
+	})
+
+	t.Run("GroupBy", func(t *testing.T) {
+		t.Parallel()
+		r := w.tidings(t, nil, "dead", "--group-by", "reason")
+		require.Equal(t, exitOK, r.code, r.errOut)
+		require.Regexp(t, delivery.CodeInvalidRecipient+`\s+1\s`, r.out)
+		require.Regexp(t, delivery.CodeUnavailable+`\s+1\s`, r.out)
+		require.Regexp(t, `total\s+2`, r.out)
+
+		r = w.tidings(t, nil, "dead", "--group-by", "channel", "--json")
+		require.Equal(t, exitOK, r.code, r.errOut)
+		var got struct {
+			GroupBy string      `json:"group_by"`
+			Total   int64       `json:"total"`
+			Groups  []groupView `json:"groups"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(r.out), &got))
+		require.Equal(t, "channel", got.GroupBy)
+		require.EqualValues(t, 2, got.Total)
+		require.Len(t, got.Groups, 1)
+		require.Equal(t, "sms", got.Groups[0].Key)
+
+		r = w.tidings(t, nil, "dead", "--group-by", "module", "--code", "template.unknown")
+		require.Equal(t, exitNone, r.code)
+		r = w.tidings(t, nil, "dead", "--group-by", "recipient")
+		require.Equal(t, exitUsage, r.code)
+	})
+}
+
+func TestReemit(t *testing.T) {
+	t.Parallel()
+
+	t.Run("DryRunShowsAndChangesNothing", func(t *testing.T) {
+		t.Parallel()
+		w := setup(t)
+		r := w.tidings(t, nil, "reemit", "--channel", "sms", "--since", "1h", "--dry-run")
+		require.Equal(t, exitOK, r.code, r.errOut)
+		require.Contains(t, r.out, "2 dead requests match (")
+		require.Contains(t, r.out, w.invalid.String())
+		require.Contains(t, r.out, "dry run: nothing re-emitted")
+		requireNoRecipient(t, r.out)
+		require.Equal(t, relay.StateDead, w.wait(t, w.invalid).State)
+	})
+
+	t.Run("RefusesToGuess", func(t *testing.T) {
+		t.Parallel()
+		w := setup(t)
+		r := w.tidings(t, nil, "reemit", "--code", delivery.CodeUnavailable)
+		require.Equal(t, exitUsage, r.code, "no terminal to ask at, and no --yes")
+		require.Contains(t, r.errOut, "--yes")
+		r = w.tidings(t, nil, "reemit", "--yes")
+		require.Equal(t, exitUsage, r.code, "nothing named")
+		r = w.tidings(t, nil, "reemit", "--all", "--channel", "sms", "--yes")
+		require.Equal(t, exitUsage, r.code)
+
+		r = w.tidings(t, typing("n\n"), "reemit", "--code", delivery.CodeUnavailable)
+		require.Equal(t, exitDeclined, r.code)
+		require.Contains(t, r.errOut, "Re-emit these 1 requests? [y/N]")
+		r = w.tidings(t, typing(""), "reemit", "--code", delivery.CodeUnavailable)
+		require.Equal(t, exitDeclined, r.code, "no answer is no")
+		require.Equal(t, relay.StateDead, w.wait(t, w.outage).State)
+
+		r = w.tidings(t, nil, "reemit", "--code", "template.unknown", "--yes")
+		require.Equal(t, exitNone, r.code)
+	})
+
+	t.Run("AskedAndConfirmedIsDelivered", func(t *testing.T) {
+		t.Parallel()
+		w := setup(t)
+		r := w.tidings(t, typing("y\n"), "reemit", "--channel", "sms", "--code", delivery.CodeUnavailable, "--since", "1h")
+		require.Equal(t, exitOK, r.code, r.errOut)
+		require.Contains(t, r.out, "re-emitted 1 requests")
+		st := w.wait(t, w.outage)
+		require.Equal(t, relay.StateProcessed, st.State, "the outage is over: the recording now delivers")
+		require.Equal(t, relay.StateDead, w.wait(t, w.invalid).State, "another cause stays dead")
+		require.Equal(t, 2, w.sms.Count(w.outage), "handed again, under the same id")
+	})
+
+	t.Run("ByIDsWithYes", func(t *testing.T) {
+		t.Parallel()
+		w := setup(t)
+		r := w.tidings(t, nil, "reemit", w.invalid.String(), w.outage.String(), "--yes", "--json")
+		require.Equal(t, exitOK, r.code, r.errOut)
+		var got reemitReport
+		require.NoError(t, json.Unmarshal([]byte(r.out), &got))
+		require.EqualValues(t, 2, got.Matched)
+		require.EqualValues(t, 2, got.Reemitted)
+		require.Len(t, got.ByReason, 2)
+		require.Equal(t, relay.StateProcessed, w.wait(t, w.invalid).State)
+		require.Equal(t, relay.StateProcessed, w.wait(t, w.outage).State)
+
+		r = w.tidings(t, nil, "reemit", w.invalid.String(), "--yes")
+		require.Equal(t, exitNone, r.code, "no longer dead")
+	})
+}
+
+func TestCancel(t *testing.T) {
+	t.Parallel()
+	w := setup(t)
+	id, err := w.client.Stage(t.Context(), w.db, module, notification.Request{Channel: "mail", Recipient: adaMail,
+		Template: "reminder", NotBefore: time.Now().Add(time.Hour)})
+	require.NoError(t, err)
+
+	r := w.tidings(t, nil, "cancel", id.String())
+	require.Equal(t, exitOK, r.code, r.errOut)
+	require.Equal(t, "cancelled "+id.String()+"\n", r.out)
+	st, err := w.client.Status(t.Context(), id)
+	require.NoError(t, err)
+	require.Equal(t, relay.StateCancelled, st.State)
+
+	r = w.tidings(t, nil, "cancel", id.String(), "--json")
+	require.Equal(t, exitNone, r.code, "cancelled already")
+	require.JSONEq(t, `{"id": "`+id.String()+`", "cancelled": false, "state": "cancelled"}`, r.out)
+	r = w.tidings(t, nil, "cancel", w.delivered.String())
+	require.Equal(t, exitNone, r.code)
+	require.Contains(t, r.errOut, "is processed, not pending")
+	r = w.tidings(t, nil, "cancel", uuid.New().String())
+	require.Equal(t, exitNone, r.code)
+	r = w.tidings(t, nil, "cancel")
+	require.Equal(t, exitUsage, r.code)
+}
+
+func TestPurge(t *testing.T) {
+	t.Parallel()
+	w := setup(t)
+	_, err := w.db.ExecContext(t.Context(), `UPDATE `+pq.QuoteIdentifier(w.schema)+`.outbox
+		SET processed_at = now() - interval '8 days' WHERE id = $1`, w.delivered)
+	require.NoError(t, err)
+
+	r := w.tidings(t, nil, "purge", "--older-than", "7d")
+	require.Equal(t, exitOK, r.code, r.errOut)
+	require.Contains(t, r.out, "purged 1 ")
+	_, err = w.client.Status(t.Context(), w.delivered)
+	require.ErrorIs(t, err, relay.ErrNotFound)
+	r = w.tidings(t, nil, "purge", "--older-than", "7d", "--json")
+	require.Equal(t, exitOK, r.code, r.errOut)
+	require.JSONEq(t, `{"purged": 0}`, r.out, "dead requests are never purged")
+
+	for _, args := range [][]string{{"purge"}, {"purge", "--older-than", "0s"}, {"purge", "--older-than", "a week"}} {
+		r = w.tidings(t, nil, args...)
+		require.Equal(t, exitUsage, r.code, "%v", args)
+	}
+}
+
+func TestStats(t *testing.T) {
+	t.Parallel()
+	w := setup(t)
+	_, err := w.client.Stage(t.Context(), w.db, module, notification.Request{Channel: "mail", Recipient: adaMail,
+		Template: "reminder", NotBefore: time.Now().Add(time.Hour)})
+	require.NoError(t, err)
+
+	r := w.tidings(t, nil, "stats")
+	require.Equal(t, exitOK, r.code, r.errOut)
+	require.Regexp(t, module+`\s+mail\s+0\s+1\s+-\s+0`, r.out)
+	require.Regexp(t, module+`\s+sms\s+0\s+0\s+-\s+2`, r.out)
+	require.Regexp(t, module+`\s+sms\s+`+delivery.CodeInvalidRecipient+`\s+1`, r.out)
+	require.Regexp(t, `per minute\s+0.2\s+0.4`, r.out, "one delivered and two dead in five minutes")
+	requireNoRecipient(t, r.out)
+
+	r = w.tidings(t, nil, "stats", "--module", module, "--minutes", "1", "--json")
+	require.Equal(t, exitOK, r.code, r.errOut)
+	var got statsView
+	require.NoError(t, json.Unmarshal([]byte(r.out), &got))
+	require.Len(t, got.Lanes, 2)
+	require.Len(t, got.Dead, 2)
+	require.Equal(t, []minuteView{{Start: got.Minutes[0].Start, Processed: 1, Dead: 2}}, got.Minutes)
+
+	r = w.tidings(t, nil, "stats", "--minutes", "61")
+	require.Equal(t, exitUsage, r.code)
+}
+
+func TestMigrate(t *testing.T) {
+	t.Parallel()
+
+	t.Run("AppliesAsTheOwner", func(t *testing.T) {
+		t.Parallel()
+		// An empty schema, made and dropped by pgtest.
+		schema := pgtest.Schema(t, func(ctx context.Context, db *sql.DB, schema string) error {
+			_, err := db.ExecContext(ctx, `CREATE SCHEMA `+pq.QuoteIdentifier(schema))
+			return err
+		})
+		admin := pgtest.AdminDB(t)
+		for range 2 { // idempotent
+			r := runCommand(t, map[string]string{"DATABASE_URL": pgtest.AdminURL(t)}, nil, "migrate", "--schema", schema, "--inapp")
+			require.Equal(t, exitOK, r.code, r.errOut)
+			require.Equal(t, "schema "+schema+" is up to date: relay, inbox, inapp\n", r.out)
+		}
+		var tables []string
+		require.NoError(t, admin.QueryRowContext(t.Context(), `SELECT array_agg(tablename::text ORDER BY tablename)
+			FROM pg_tables WHERE schemaname = $1`, schema).Scan(pq.Array(&tables)))
+		require.Subset(t, tables, []string{"outbox", "inbox", "timeline", "inapp_notifications"})
+	})
+
+	t.Run("PrintsFilesForEachTool", func(t *testing.T) {
+		t.Parallel()
+		for _, tool := range []string{"goose", "golang-migrate"} {
+			dir := t.TempDir()
+			r := runCommand(t, nil, nil, "migrate", "--print", tool, "--dir", dir, "--json")
+			require.Equal(t, exitOK, r.code, r.errOut)
+			var got struct {
+				Files []string `json:"files"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(r.out), &got))
+			require.NotEmpty(t, got.Files)
+			for _, f := range got.Files {
+				body, err := os.ReadFile(f)
+				require.NoError(t, err)
+				require.Contains(t, []string{"relay", "inbox"}, filepath.Base(filepath.Dir(f)))
+				if tool == "goose" {
+					require.Contains(t, string(body), "-- +goose Up")
+				}
+			}
+			r = runCommand(t, nil, nil, "migrate", "--print", tool, "--dir", dir)
+			require.Equal(t, exitError, r.code, "never overwrites")
+			require.Contains(t, r.errOut, "file exists")
+		}
+		r := runCommand(t, nil, nil, "migrate", "--print", "flyway", "--dir", t.TempDir())
+		require.Equal(t, exitUsage, r.code)
+	})
+}
+
+func TestConnection(t *testing.T) {
+	t.Parallel()
+	w := setup(t)
+	r := runCommand(t, map[string]string{"DATABASE_URL": w.dsn}, nil, "dead", "--schema", w.schema, "--group-by", "module")
+	require.Equal(t, exitOK, r.code, "DATABASE_URL when --database is absent: %s", r.errOut)
+
+	r = runCommand(t, nil, nil, "stats")
+	require.Equal(t, exitUsage, r.code)
+	require.Contains(t, r.errOut, "pass --database or set DATABASE_URL")
+
+	const secret = "s3cret-pw"
+	r = runCommand(t, map[string]string{"DATABASE_URL": "postgres://u:" + secret + "@127.0.0.1:1/db?connect_timeout=2"}, nil, "stats", "-h")
+	require.Equal(t, exitOK, r.code)
+	require.NotContains(t, r.out, secret, "help shows no default holding a password")
+	r = runCommand(t, map[string]string{"DATABASE_URL": "postgres://u:" + secret + "@127.0.0.1:1/db?connect_timeout=2&sslmode=disable"}, nil, "stats")
+	require.Equal(t, exitError, r.code)
+	require.NotContains(t, r.errOut, secret)
+	r = runCommand(t, map[string]string{"DATABASE_URL": "host=h password=" + secret + " bogus"}, nil, "stats")
+	require.Equal(t, exitUsage, r.code)
+	require.NotContains(t, r.errOut, secret)
+
+	r = runCommand(t, nil, nil, "stats", "--database", w.dsn, "--schema", "Bad-Schema")
+	require.Equal(t, exitUsage, r.code)
+	require.Contains(t, r.errOut, "Bad-Schema")
+	notMigrated := runCommand(t, nil, nil, "stats", "--database", w.dsn, "--schema", "t_cmd_not_migrated")
+	require.Equal(t, exitError, notMigrated.code)
+	require.Contains(t, notMigrated.errOut, `Run "tidings migrate"`)
+
+	r = runCommand(t, nil, nil, "frobnicate")
+	require.Equal(t, exitUsage, r.code)
+	r = runCommand(t, nil, nil)
+	require.Equal(t, exitUsage, r.code)
+	r = runCommand(t, nil, nil, "-h")
+	require.Equal(t, exitOK, r.code)
+	for _, c := range commands() {
+		require.Contains(t, r.out, "  "+c.name+" ")
+	}
+}
+
+// serve shows the web page of the schema on loopback until interrupted,
+// read-only when asked; a bad port is a usage error.
+func TestServe(t *testing.T) {
+	t.Parallel()
+	w := setup(t)
+	r, status := serving(t, nil, "/", "serve", "--database", w.dsn, "--schema", w.schema)
+	require.Equal(t, exitOK, r.code, r.errOut)
+	require.Equal(t, http.StatusOK, status)
+	require.Regexp(t, `^serving http://127\.0\.0\.1:[0-9]+/ until interrupted\n$`, r.out)
+	r, status = serving(t, nil, "/requests/"+w.invalid.String(), "serve", "--read-only", "--database", w.dsn, "--schema", w.schema)
+	require.Equal(t, exitOK, r.code, r.errOut)
+	require.Equal(t, http.StatusOK, status)
+
+	r = w.tidings(t, nil, "serve", "--port", "70000")
+	require.Equal(t, exitUsage, r.code)
+	require.Contains(t, r.errOut, "Port 70000 is not a TCP port")
+	r = runCommand(t, nil, nil, "serve")
+	require.Equal(t, exitUsage, r.code, "no database")
+}

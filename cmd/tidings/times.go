@@ -1,0 +1,63 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// parseAge parses a duration as time.ParseDuration does ("90m", "36h"),
+// or a number of days ("7d", "1.5d").
+func parseAge(s string) (time.Duration, error) {
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.ParseFloat(days, 64)
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("%q is no duration: want such as 90m, 36h or 7d", s)
+		}
+		return time.Duration(n * float64(24*time.Hour)), nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%q is no duration: want such as 90m, 36h or 7d", s)
+	}
+	return d, nil
+}
+
+// when is a flag for a point in time: an age ("2h", "7d": that long before
+// now, by the database's clock), an RFC 3339 time
+// ("2026-05-01T10:00:00Z") or a date ("2026-05-01", midnight UTC).
+type when struct {
+	raw string
+	ago time.Duration // an age; at is zero then
+	at  time.Time
+}
+
+func (w *when) String() string { return w.raw }
+
+func (w *when) Set(s string) error {
+	*w = when{raw: s}
+	if d, err := parseAge(s); err == nil {
+		w.ago = d
+		return nil
+	}
+	for _, layout := range []string{time.RFC3339Nano, time.DateOnly} {
+		if t, err := time.Parse(layout, s); err == nil {
+			w.at = t
+			return nil
+		}
+	}
+	return fmt.Errorf("%q is no time: want an age (2h, 7d), an RFC 3339 time (2026-05-01T10:00:00Z) or a date (2026-05-01)", s)
+}
+
+// set reports whether the flag was given.
+func (w *when) set() bool { return w.raw != "" }
+
+// time returns the point in time, an age counted back from now; the zero
+// time when the flag was not given.
+func (w *when) time(now time.Time) time.Time {
+	if !w.set() || !w.at.IsZero() {
+		return w.at
+	}
+	return now.Add(-w.ago)
+}

@@ -1,0 +1,69 @@
+package relay
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tidings-go/tidings/internal/pgtest"
+)
+
+// TestOperatorQueriesReadOnlyTheirIndexes checks that the statements an
+// operator's tools and the gauges run often can be answered from the
+// partial indexes of the records they count: with sequential scans off,
+// each plan reads the outbox through those indexes alone. A condition
+// that stops implying an index's predicate leaves the planner nothing but
+// a scan of the whole table, history included.
+func TestOperatorQueriesReadOnlyTheirIndexes(t *testing.T) {
+	t.Parallel()
+	schema := pgtest.Schema(t, Migrate)
+	o, err := NewOutbox(&OutboxConfig{Schema: schema})
+	require.NoError(t, err)
+	tx := pgtest.Tx(t)
+	_, err = tx.ExecContext(t.Context(), `SET LOCAL enable_seqscan = off`)
+	require.NoError(t, err)
+
+	dead := []string{"outbox_dead", "outbox_dead_code"}
+	for name, c := range map[string]struct {
+		query   string
+		args    []any
+		indexes []string
+		ranged  bool // each index is read over a range of its key, not whole
+	}{
+		"CountDeadByCode":   {o.q.countDead[ByCode], (&DeadFilter{}).args(), dead, false},
+		"CountDeadByLane":   {o.q.countDead[ByLane], (&DeadFilter{Lane: "sms"}).args(), dead, false},
+		"CountDeadByModule": {o.q.countDead[ByModule], (&DeadFilter{Module: "bookings"}).args(), dead, false},
+		"Throughput":        {o.q.throughput, []any{"", 5}, append([]string{"outbox_settled"}, dead...), true},
+		"Stats":             {o.q.stats, []any{""}, append([]string{"outbox_due"}, dead...), false},
+	} {
+		var raw []byte
+		require.NoError(t, tx.QueryRowContext(t.Context(), `EXPLAIN (FORMAT JSON) `+c.query, c.args...).Scan(&raw), name)
+		var plan []struct{ Plan node }
+		require.NoError(t, json.Unmarshal(raw, &plan), name)
+		used := 0
+		var walk func(n node)
+		walk = func(n node) {
+			require.False(t, n.Type == "Seq Scan" && n.Relation == "outbox", "%s reads the whole outbox: %s", name, raw)
+			if n.Index != "" { // every index these statements may use is the outbox's
+				require.Contains(t, c.indexes, n.Index, "%s reads the outbox through %s: %s", name, n.Index, raw)
+				require.False(t, c.ranged && n.Cond == "", "%s reads all of %s: %s", name, n.Index, raw)
+				used++
+			}
+			for _, child := range n.Plans {
+				walk(child)
+			}
+		}
+		walk(plan[0].Plan)
+		require.NotZero(t, used, "%s uses none of %v: %s", name, c.indexes, raw)
+	}
+}
+
+// node is a node of EXPLAIN's JSON plan.
+type node struct {
+	Type     string `json:"Node Type"`
+	Relation string `json:"Relation Name"`
+	Index    string `json:"Index Name"`
+	Cond     string `json:"Index Cond"`
+	Plans    []node `json:"Plans"`
+}
