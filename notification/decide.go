@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/lib/pq"
 
+	"github.com/tidings-go/tidings/notification/feedback"
 	"github.com/tidings-go/tidings/relay"
 )
 
@@ -27,6 +28,7 @@ const (
 	CodeDedupWait       = "policy.dedup_wait"  // waits for a request with its dedup key in the same transaction
 	CodeUnknownCategory = "category.unknown"   // Config.Categories does not declare its category
 	CodeSecretErased    = "secret.erased"      // re-emitted after its secrets were erased
+	CodeSuppressed      = "policy.suppressed"  // its address is suppressed (a bounce, a complaint, an unsubscribe)
 )
 
 // Outcome is what became of a processed request.
@@ -34,10 +36,11 @@ type Outcome string
 
 // Outcomes of a processed request (Status.Outcome).
 const (
-	OutcomeDelivered Outcome = "delivered" // the provider accepted it
-	OutcomeSkipped   Outcome = "skipped"   // a preference or a category's default stopped it
-	OutcomeExpired   Outcome = "expired"   // it expired before it could go out
-	OutcomeDuplicate Outcome = "duplicate" // a request with its dedup key was delivered first
+	OutcomeDelivered  Outcome = "delivered"  // the provider accepted it
+	OutcomeSkipped    Outcome = "skipped"    // a preference or a category's default stopped it
+	OutcomeExpired    Outcome = "expired"    // it expired before it could go out
+	OutcomeDuplicate  Outcome = "duplicate"  // a request with its dedup key was delivered first
+	OutcomeSuppressed Outcome = "suppressed" // its address is suppressed
 )
 
 // outcomeOf is the Outcome of a processed request settled with code.
@@ -49,6 +52,8 @@ func outcomeOf(code string) Outcome {
 		return OutcomeExpired
 	case CodeDuplicate:
 		return OutcomeDuplicate
+	case CodeSuppressed:
+		return OutcomeSuppressed
 	}
 	return OutcomeDelivered
 }
@@ -56,18 +61,47 @@ func outcomeOf(code string) Outcome {
 // The rules a decision names, as the metric MetricDecisions counts them
 // (AttrRule) and the timeline's detail says.
 const (
-	RulePreference = "preference"
-	RuleQuietHours = "quiet_hours"
-	RuleExpiry     = "expiry"
-	RuleDedup      = "dedup"
+	RulePreference  = "preference"
+	RuleQuietHours  = "quiet_hours"
+	RuleExpiry      = "expiry"
+	RuleDedup       = "dedup"
+	RuleSuppression = "suppression"
 )
 
-// rules is what the recipient rules read of one batch's subjects, in one
-// query per rule, and the database's clock.
+// rules is what the recipient rules read of one batch's subjects and
+// addresses, in one statement, and the database's clock.
 type rules struct {
 	now         time.Time
 	preferences map[string][]Preference
 	quiet       map[string]quietOf
+	suppressed  map[destination][]Suppression
+}
+
+// destination is a channel and an address on it, normalised.
+type destination struct{ channel, address string }
+
+// destinationOf is where j goes: its channel, and its recipient
+// normalised as suppressions are.
+func destinationOf(j job) destination {
+	return destination{j.p.Channel, feedback.NormalizeAddress(j.p.Channel, j.p.Recipient)}
+}
+
+// suppressionOf returns the suppression that stops j: of its address, in
+// every category or in j's.
+func (r rules) suppressionOf(j job) (Suppression, bool) {
+	for _, s := range r.suppressed[destinationOf(j)] {
+		if s.Scope == "" || s.Scope == j.req.Category {
+			return s, true
+		}
+	}
+	return Suppression{}, false
+}
+
+// detail is what a request's timeline says of the suppression that
+// stopped it: never the address.
+func (s Suppression) detail() map[string]any {
+	return map[string]any{"rule": RuleSuppression, "channel": s.Channel, "scope": s.Scope, "class": string(s.Class),
+		"reason": s.Reason, "provider": s.Provider, "source": s.Source, "since": s.CreatedAt}
 }
 
 // quietOf is a subject's quiet hours with their zone loaded.
@@ -76,14 +110,19 @@ type quietOf struct {
 	loc *time.Location
 }
 
-// readRules reads the preferences and quiet hours of subjects, and the
-// database's clock, in one statement.
-func (d *Dispatcher) readRules(ctx context.Context, bind *binding, subjects []string) (rules, error) {
-	r := rules{now: time.Now(), preferences: map[string][]Preference{}, quiet: map[string]quietOf{}}
-	if len(subjects) == 0 {
+// readRules reads the preferences and quiet hours of subjects, the
+// suppressions of dests, and the database's clock, in one statement.
+func (d *Dispatcher) readRules(ctx context.Context, bind *binding, subjects []string, dests []destination) (rules, error) {
+	r := rules{now: time.Now(), preferences: map[string][]Preference{}, quiet: map[string]quietOf{},
+		suppressed: map[destination][]Suppression{}}
+	if len(subjects) == 0 && len(dests) == 0 {
 		return r, nil
 	}
-	rows, err := bind.db.QueryContext(ctx, bind.policy.batchRules, pq.Array(subjects))
+	channels, addresses := make([]string, len(dests)), make([]string, len(dests))
+	for i, dst := range dests {
+		channels[i], addresses[i] = dst.channel, dst.address
+	}
+	rows, err := bind.db.QueryContext(ctx, bind.policy.batchRules, pq.Array(subjects), pq.Array(channels), pq.Array(addresses))
 	if err != nil {
 		return r, fmt.Errorf("read the recipient rules: %w", err)
 	}
@@ -107,6 +146,21 @@ func (d *Dispatcher) readRules(ctx context.Context, bind *binding, subjects []st
 			if q, ok := d.quietOf(ctx, zone.String, windows); ok {
 				r.quiet[subject] = q
 			}
+		case "s":
+			// subject holds the address, category the scope, zone the
+			// reason, windows the rest.
+			sp := Suppression{Channel: channel.String, Address: subject, Scope: category.String, Reason: zone.String, CreatedAt: at.Time}
+			var rest struct {
+				Class    feedback.Class `json:"class"`
+				Provider string         `json:"provider"`
+				Source   string         `json:"source"`
+			}
+			if err := json.Unmarshal(windows, &rest); err != nil {
+				return r, fmt.Errorf("read the recipient rules: a suppression: %w", err)
+			}
+			sp.Class, sp.Provider, sp.Source = rest.Class, rest.Provider, rest.Source
+			dst := destination{sp.Channel, sp.Address}
+			r.suppressed[dst] = append(r.suppressed[dst], sp)
 		}
 	}
 	if err := rows.Err(); err != nil {
@@ -144,15 +198,19 @@ func (d *Dispatcher) quietOf(ctx context.Context, zone string, windows []byte) (
 // change committed with the write that staged a request.
 func (d *Dispatcher) decide(ctx context.Context, bind *binding, b *relay.Batch, jobs []job) []job {
 	var subjects []string
+	var dests []destination
 	for _, j := range jobs {
 		if j.req.Subject != "" && !slices.Contains(subjects, j.req.Subject) {
 			subjects = append(subjects, j.req.Subject)
 		}
+		if dst := destinationOf(j); !slices.Contains(dests, dst) {
+			dests = append(dests, dst)
+		}
 	}
-	r, err := d.readRules(ctx, bind, subjects)
+	r, err := d.readRules(ctx, bind, subjects, dests)
 	if err != nil {
 		for _, j := range jobs {
-			b.Answer(j.i, d.unsureOf(j, err))
+			b.Answer(j.i, d.unsureOf(j.rec, err))
 		}
 		return nil
 	}
@@ -182,6 +240,13 @@ func (d *Dispatcher) decideOne(r rules, j job) (res relay.Result, decided bool) 
 	if len(req.SecretKeys) > 0 && j.rec.Secret == nil {
 		return relay.Dead(errors.New("the request's secrets were erased when it ended; stage a new request")).
 			WithCode(CodeSecretErased), true
+	}
+	if sp, ok := r.suppressionOf(j); ok {
+		// Before the critical bypass: a bounced address takes no mail,
+		// and an unsubscribed number must not be texted, whatever the
+		// request is about.
+		d.tel.decided(j.p.Channel, RuleSuppression)
+		return relay.Done().WithCode(CodeSuppressed).WithDetail(sp.detail()), true
 	}
 	if req.Critical || cat.Critical {
 		return relay.Result{}, false
