@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -138,6 +139,13 @@ type Config struct {
 	// DedupRetentionDefault (28 days).
 	DedupRetention time.Duration
 
+	// Resolvers maps a channel to the Resolver that turns its requests'
+	// recipients into the addresses they go to, for requests that name a
+	// person (a user id) and leave the address to the moment of delivery.
+	// A channel without one delivers to the recipient as staged. The map
+	// is copied.
+	Resolvers map[string]Resolver
+
 	// TransientLimit transient failures reported for one address (a soft
 	// bounce, a delay, an unreachable handset) within TransientWindow
 	// suppress it, with ReasonTransientLimit. Default
@@ -184,6 +192,7 @@ func (c Config) withDefaults() Config {
 	if c.TransientWindow == 0 {
 		c.TransientWindow = TransientWindowDefault
 	}
+	c.Resolvers = maps.Clone(c.Resolvers)
 	if len(c.Receipts) > 0 {
 		receipts := make(map[string]Receipts, len(c.Receipts))
 		for ch, r := range c.Receipts {
@@ -239,6 +248,14 @@ func (c Config) validate() error {
 	}
 	if c.TransientWindow < 0 {
 		return fmt.Errorf("%w: TransientWindow is negative", ErrConfig)
+	}
+	for channel, r := range c.Resolvers {
+		if _, ok := c.Deliveries[channel]; !ok {
+			return fmt.Errorf("%w: Resolvers[%q] names no channel of Deliveries", ErrConfig, channel)
+		}
+		if r == nil {
+			return fmt.Errorf("%w: Resolvers[%q] is nil", ErrConfig, channel)
+		}
 	}
 	for channel, r := range c.Receipts {
 		switch _, ok := c.Deliveries[channel]; {

@@ -21,14 +21,15 @@ import (
 // request a rule ends is processed, not dead: no bulk re-emit of dead
 // requests sends it; Status.Outcome says what became of it.
 const (
-	CodeSkipped         = "policy.skipped"     // a preference or a category's default stopped it
-	CodeQuietHours      = "policy.quiet_hours" // deferred to the end of the subject's quiet window
-	CodeExpired         = "policy.expired"     // past Request.ExpiresAt before it could go out
-	CodeDuplicate       = "policy.duplicate"   // another request with its dedup key was delivered first
-	CodeDedupWait       = "policy.dedup_wait"  // waits for a request with its dedup key in the same transaction
-	CodeUnknownCategory = "category.unknown"   // Config.Categories does not declare its category
-	CodeSecretErased    = "secret.erased"      // re-emitted after its secrets were erased
-	CodeSuppressed      = "policy.suppressed"  // its address is suppressed (a bounce, a complaint, an unsubscribe)
+	CodeSkipped         = "policy.skipped"       // a preference or a category's default stopped it
+	CodeQuietHours      = "policy.quiet_hours"   // deferred to the end of the subject's quiet window
+	CodeExpired         = "policy.expired"       // past Request.ExpiresAt before it could go out
+	CodeDuplicate       = "policy.duplicate"     // another request with its dedup key was delivered first
+	CodeDedupWait       = "policy.dedup_wait"    // waits for a request with its dedup key in the same transaction
+	CodeUnknownCategory = "category.unknown"     // Config.Categories does not declare its category
+	CodeSecretErased    = "secret.erased"        // re-emitted after its secrets were erased
+	CodeSuppressed      = "policy.suppressed"    // its address is suppressed (a bounce, a complaint, an unsubscribe)
+	CodeUnresolved      = "recipient.unresolved" // its channel's Resolver knows no address for its recipient
 )
 
 // Outcome is what became of a processed request.
@@ -80,8 +81,8 @@ type rules struct {
 // destination is a channel and an address on it, normalised.
 type destination struct{ channel, address string }
 
-// destinationOf is where j goes: its channel, and its recipient
-// normalised as suppressions are.
+// destinationOf is where j goes: its channel, and its (resolved)
+// recipient normalised as suppressions are.
 func destinationOf(j job) destination {
 	return destination{j.p.Channel, feedback.NormalizeAddress(j.p.Channel, j.p.Recipient)}
 }
@@ -197,6 +198,7 @@ func (d *Dispatcher) quietOf(ctx context.Context, zone string, windows []byte) (
 // in one query each, after the relay claimed the batch, so they see every
 // change committed with the write that staged a request.
 func (d *Dispatcher) decide(ctx context.Context, bind *binding, b *relay.Batch, jobs []job) []job {
+	jobs = d.resolve(ctx, b, jobs)
 	var subjects []string
 	var dests []destination
 	for _, j := range jobs {
@@ -220,6 +222,76 @@ func (d *Dispatcher) decide(ctx context.Context, bind *binding, b *relay.Batch, 
 			b.Answer(j.i, res)
 			continue
 		}
+		keep = append(keep, j)
+	}
+	return keep
+}
+
+// Resolver turns the recipients of one channel's requests into the
+// addresses their delivery sends to, for requests that name a person (a
+// user id) and leave the address to the moment of delivery: a number
+// corrected after a failure is then the one a re-emitted request uses.
+// The dispatcher calls it once per claimed batch and channel, with the
+// distinct recipients, before the recipient rules, so that the
+// suppression of an address applies to the requests that resolve to it,
+// and hands the delivery the address as Pending.Recipient.
+//
+// The map answers each recipient it knows; a recipient it leaves out ends
+// its requests dead with the code recipient.unresolved (re-emit them once
+// the address exists). An error offers the channel's requests of the
+// batch again later, without counting an attempt. It is called
+// concurrently for different batches.
+type Resolver interface {
+	Resolve(ctx context.Context, recipients []string) (map[string]string, error)
+}
+
+// ResolverFunc makes a plain function a Resolver.
+type ResolverFunc func(ctx context.Context, recipients []string) (map[string]string, error)
+
+// Resolve calls f(ctx, recipients).
+func (f ResolverFunc) Resolve(ctx context.Context, recipients []string) (map[string]string, error) {
+	return f(ctx, recipients)
+}
+
+// resolve gives the jobs of channels with a Resolver their addresses, one
+// call per channel, answers those it cannot resolve, and returns the
+// others.
+func (d *Dispatcher) resolve(ctx context.Context, b *relay.Batch, jobs []job) []job {
+	byChannel := map[string][]string{}
+	for _, j := range jobs {
+		if _, ok := d.cfg.Resolvers[j.p.Channel]; ok && !slices.Contains(byChannel[j.p.Channel], j.p.Recipient) {
+			byChannel[j.p.Channel] = append(byChannel[j.p.Channel], j.p.Recipient)
+		}
+	}
+	if len(byChannel) == 0 {
+		return jobs
+	}
+	addresses := map[string]map[string]string{}
+	failed := map[string]error{}
+	for channel, recipients := range byChannel {
+		m, err := d.cfg.Resolvers[channel].Resolve(ctx, recipients)
+		if err != nil {
+			failed[channel] = fmt.Errorf("resolve the recipients of channel %q: %w", channel, err)
+		}
+		addresses[channel] = m
+	}
+	keep := jobs[:0]
+	for _, j := range jobs {
+		if _, ok := byChannel[j.p.Channel]; !ok {
+			keep = append(keep, j)
+			continue
+		}
+		if err := failed[j.p.Channel]; err != nil {
+			b.Answer(j.i, d.unsureOf(j.rec, err))
+			continue
+		}
+		address, ok := addresses[j.p.Channel][j.p.Recipient]
+		if !ok || address == "" {
+			b.Answer(j.i, relay.Dead(fmt.Errorf("the Resolver of channel %q has no address for the recipient", j.p.Channel)).
+				WithCode(CodeUnresolved))
+			continue
+		}
+		j.p.Recipient = address
 		keep = append(keep, j)
 	}
 	return keep
