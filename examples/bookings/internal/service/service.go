@@ -19,6 +19,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lib/pq"
+
 	"github.com/tidings-go/tidings"
 	"github.com/tidings-go/tidings/delivery"
 	"github.com/tidings-go/tidings/delivery/inapp"
@@ -98,10 +100,8 @@ func Run(ctx context.Context, cfg Config, ln net.Listener) error {
 	if err != nil {
 		return err
 	}
-	if d, ok := deliveries["sms"]; ok {
-		deliveries["sms"] = phoneBook(cfg.DB, notes, d)
-	}
 	disp, err := notification.NewDispatcher(&notification.Config{Deliveries: deliveries, Categories: categories,
+		Resolvers:        map[string]notification.Resolver{"sms": phoneBook(cfg.DB)},
 		QuietHoursJitter: cfg.QuietHoursJitter, Receipts: cfg.Feedback.receipts(), Logger: cfg.Logger})
 	if err != nil {
 		return err
@@ -154,40 +154,38 @@ func Run(ctx context.Context, cfg Config, ln net.Listener) error {
 	return first
 }
 
-// phoneBook delivers a text addressed to a user (a booking's) to the
-// user's phone number, looked up when the text is delivered, not when it
-// was staged: a number corrected after a failure is the one a re-emitted
-// request uses. A text addressed to a number (a verification code for it)
-// goes to that number.
-//
-// The dispatcher checks suppressions against the request's recipient,
-// before this runs: a text addressed to a number that texted STOP ends
-// suppressed there. A text addressed to a user learns the number only
-// here, so it checks the number's suppressions itself, and is refused
-// rather than sent.
-func phoneBook(db *sql.DB, notes *notification.Client, sms delivery.Delivery) delivery.Delivery {
-	return delivery.Func(func(ctx context.Context, p delivery.Pending) delivery.Outcome {
-		if strings.HasPrefix(p.Recipient, "+") {
-			return sms.Deliver(ctx, p)
-		}
-		var phone string
-		err := db.QueryRowContext(ctx, `SELECT phone FROM bookings.users WHERE id = $1`, p.Recipient).Scan(&phone)
-		if errors.Is(err, sql.ErrNoRows) {
-			return delivery.Reject(errors.New("sms: no such user"))
-		}
-		if err != nil {
-			return delivery.Retry(fmt.Errorf("sms: look up the phone number: %w", err))
-		}
-		suppressed, err := notes.Suppressions(ctx, &notification.SuppressionFilter{Channel: "sms", Address: phone})
-		if err != nil {
-			return delivery.Retry(fmt.Errorf("sms: look up the number's suppressions: %w", err))
-		}
-		for _, s := range suppressed {
-			if s.Scope == "" || s.Scope == p.Category {
-				return delivery.Reject(fmt.Errorf("sms: the user's number is suppressed (%s)", s.Reason))
+// phoneBook resolves the recipient of a text addressed to a user (a
+// booking's) to the user's phone number, looked up when the text is
+// delivered, not when it was staged: a number corrected after a failure
+// is the one a re-emitted request uses, and a number that texted STOP is
+// suppressed however its texts are addressed. A text addressed to a
+// number (a verification code for it) goes to that number.
+func phoneBook(db *sql.DB) notification.Resolver {
+	return notification.ResolverFunc(func(ctx context.Context, recipients []string) (map[string]string, error) {
+		numbers := map[string]string{}
+		var users []string
+		for _, r := range recipients {
+			if strings.HasPrefix(r, "+") {
+				numbers[r] = r
+			} else {
+				users = append(users, r)
 			}
 		}
-		p.Recipient = phone
-		return sms.Deliver(ctx, p)
+		if len(users) == 0 {
+			return numbers, nil
+		}
+		rows, err := db.QueryContext(ctx, `SELECT id, phone FROM bookings.users WHERE id = ANY($1) AND phone <> ''`, pq.Array(users))
+		if err != nil {
+			return nil, fmt.Errorf("look up the phone numbers: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id, phone string
+			if err := rows.Scan(&id, &phone); err != nil {
+				return nil, fmt.Errorf("look up the phone numbers: %w", err)
+			}
+			numbers[id] = phone
+		}
+		return numbers, rows.Err()
 	})
 }
