@@ -70,7 +70,10 @@ type ReceiptFetcher interface {
 // dispatcher then fetches the receipts of the references due together in
 // one call and stages each as a report, applied as a webhook's report is.
 // A reference whose receipt is not ready is asked for again After later,
-// until Keep after the delivery.
+// until Keep after the delivery. A fetch that fails for a while (a 429, a
+// 5xx, a timeout) is tried again as Config.Policy says, and no sooner
+// than the provider's Retry-After; once the Policy's attempts are spent,
+// the record is dead with the provider's reason.
 type Receipts struct {
 	// Fetcher fetches the receipts. Required.
 	Fetcher ReceiptFetcher
@@ -165,12 +168,36 @@ func (d *Dispatcher) stageReceipts(ctx context.Context, bind *binding, tx dbtx.E
 	if err != nil {
 		return fmt.Errorf("stage the receipts' follow-up: %w", err)
 	}
-	// No wake-up: the relay wakes itself when the record falls due.
-	if _, err := bind.outbox.WithoutWakeUp().Stage(ctx, tx, relay.Message{Module: jobs[0].rec.Module, Kind: KindReceipts,
+	// A relay that computed its sleep before this commit does not know
+	// the record: it finds it at its next wake-up or sweep. That is soon
+	// enough for receipts due after a sweep (the default After is 15
+	// minutes), which stage without a NOTIFY; receipts due sooner wake
+	// the relay at commit, so that it sleeps until they are due.
+	ob := bind.outbox.WithoutWakeUp()
+	if rc.After < relay.SweepIntervalDefault {
+		ob = bind.outbox
+	}
+	if _, err := ob.Stage(ctx, tx, relay.Message{Module: jobs[0].rec.Module, Kind: KindReceipts,
 		Lane: LaneFeedback, Payload: body, NotBefore: time.Now().Add(rc.After)}); err != nil {
 		return fmt.Errorf("stage the receipts' follow-up: %w", err)
 	}
 	return nil
+}
+
+// receiptsRetry is the answer for receipts record rec whose fetch failed
+// with err, worth trying again: later, as the Policy says and no sooner
+// than the provider asked, or dead with err once the Policy's attempts
+// are spent.
+func (d *Dispatcher) receiptsRetry(rec relay.Record, err error) relay.Result {
+	attempt := rec.Attempts + 1
+	if d.cfg.Policy.Exhausted(attempt) {
+		return relay.Dead(fmt.Errorf("exhausted after %d attempts: %w", attempt, err)).WithCode(CodeReceiptsFailed)
+	}
+	delay := d.cfg.Policy.Delay(attempt)
+	if xe, ok := errors.AsType[*feedback.ExpoError](err); ok {
+		delay = max(delay, xe.RetryAfter)
+	}
+	return relay.Retry(delay, err).WithCode(CodeReceiptsFailed)
 }
 
 // fetchReceipts handles the receipts records idx of b: per channel, one
@@ -212,8 +239,12 @@ func (d *Dispatcher) fetchReceipts(ctx context.Context, bind *binding, b *relay.
 			}
 			detail := map[string]any{"references": len(payloads[i].References), "missing": missing}
 			switch {
+			case err != nil && errors.Is(ctx.Err(), context.Canceled):
+				// The relay is shutting down: no fault of the provider's,
+				// and fetching again changes nothing at the provider.
+				results[k] = relay.Later(0).WithCode(CodeReceiptsFailed)
 			case err != nil && feedback.Retryable(err):
-				results[k] = relay.Retry(d.cfg.Policy.Delay(rec.Attempts+1), err).WithCode(CodeReceiptsFailed)
+				results[k] = d.receiptsRetry(rec, err)
 			case err != nil:
 				results[k] = relay.Dead(err).WithCode(CodeReceiptsFailed)
 			case missing > 0 && rec.Waited() < rc.Keep:

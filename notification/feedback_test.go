@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -648,5 +649,99 @@ func TestReceiptsExpo(t *testing.T) {
 		require.Len(t, notes, 1)
 		require.Equal(t, feedback.CodeDelivered, notes[0].Code)
 		require.Empty(t, r.suppressionsOf(t, "push", token))
+	})
+}
+
+// receiptsRecordOf is a receipts record of the push references refs, as
+// a delivery stages it, for a dispatcher handed records by the test.
+func receiptsRecordOf(t *testing.T, refs ...string) relay.Record {
+	t.Helper()
+	payload, err := json.Marshal(map[string]any{"channel": "push", "references": refs})
+	require.NoError(t, err)
+	return relay.Record{ID: uuid.New(), Module: module, Lane: notification.LaneFeedback, Kind: notification.KindReceipts,
+		Payload: payload}
+}
+
+// A fetch of receipts that the provider refuses for a while is tried
+// again as the Policy says, no sooner than the provider's Retry-After, and
+// is dead with the provider's reason once the Policy's attempts are
+// spent; a fetch cut short because the relay is shutting down is tried
+// again, not dead.
+func TestReceiptsFailing(t *testing.T) {
+	t.Parallel()
+	// expoDown answers every getReceipts with status, and Retry-After
+	// when it is not empty.
+	expoDown := func(t *testing.T, status int, retryAfter string) *feedback.Expo {
+		t.Helper()
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			if retryAfter != "" {
+				w.Header().Set("Retry-After", retryAfter)
+			}
+			http.Error(w, `{"errors":[{"code":"TOO_MANY_REQUESTS"}]}`, status)
+		}))
+		t.Cleanup(srv.Close)
+		e, err := feedback.NewExpo(&feedback.ExpoConfig{BaseURL: srv.URL, HTTPClient: srv.Client()})
+		require.NoError(t, err)
+		return e
+	}
+	rigWith := func(t *testing.T, fetcher notification.ReceiptFetcher) (feedbackRig, *recording.Delivery) {
+		t.Helper()
+		push := recording.New()
+		r := newFeedbackRig(t, func(_ testBundle, cfg *notification.Config) {
+			cfg.Deliveries["push"] = push
+			cfg.Policy.MaxAttempts = 2
+			cfg.Receipts = map[string]notification.Receipts{"push": {Fetcher: fetcher, After: time.Millisecond}}
+		})
+		return r, push
+	}
+
+	t.Run("DeadAfterTheAttempts", func(t *testing.T) {
+		t.Parallel()
+		r, push := rigWith(t, expoDown(t, http.StatusServiceUnavailable, ""))
+		r.deliveredWith(t, push, "push", "ExponentPushToken[down]", "ticket-down")
+		st := r.waitSettled(t, r.receiptsRecord(t, "ticket-down"))
+		require.Equal(t, relay.StateDead, st.State, "%+v", st)
+		require.Equal(t, notification.CodeReceiptsFailed, st.Code)
+		require.Equal(t, 2, st.Attempts)
+		require.Contains(t, st.Reason, "503")
+	})
+
+	t.Run("RetryAfter", func(t *testing.T) {
+		t.Parallel()
+		r, push := rigWith(t, expoDown(t, http.StatusTooManyRequests, "3600"))
+		r.deliveredWith(t, push, "push", "ExponentPushToken[busy]", "ticket-busy")
+		id := r.receiptsRecord(t, "ticket-busy")
+		require.Eventually(t, func() bool { return r.status(t, id).Attempts == 1 }, 15*time.Second, 5*time.Millisecond)
+		st := r.status(t, id)
+		require.Equal(t, relay.StatePending, st.State)
+		require.Equal(t, notification.CodeReceiptsFailed, st.Code)
+		require.WithinDuration(t, time.Now().Add(time.Hour), st.NextAttempt, 5*time.Minute, "as Expo's Retry-After asks")
+	})
+
+	t.Run("ShutDown", func(t *testing.T) {
+		t.Parallel()
+		asked := make(chan struct{}, 1)
+		srv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, req *http.Request) {
+			// The body read, the server notices the caller hang up.
+			_, _ = io.Copy(io.Discard, req.Body)
+			asked <- struct{}{}
+			<-req.Context().Done() // answers only when the caller gives up
+		}))
+		t.Cleanup(srv.Close)
+		fetcher, err := feedback.NewExpo(&feedback.ExpoConfig{BaseURL: srv.URL, HTTPClient: srv.Client()})
+		require.NoError(t, err)
+		b := setup(t)
+		cfg := b.config()
+		cfg.Deliveries["push"] = recording.New()
+		cfg.Receipts = map[string]notification.Receipts{"push": {Fetcher: fetcher}}
+		d := b.prepared(t, cfg)
+
+		ctx, cancel := context.WithCancel(t.Context())
+		results := make(chan relay.Result, 1)
+		go func() { results <- d.Handle(ctx, receiptsRecordOf(t, "ticket-shutdown")) }()
+		testwait.Recv(t, asked, "the fetch")
+		cancel() // the relay's grace period ran out
+		res := testwait.Recv(t, results, "the receipts record's answer")
+		require.NotContains(t, res.String(), "dead", "a shutdown is no reason to give the receipts up")
 	})
 }
