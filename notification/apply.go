@@ -116,9 +116,11 @@ func (d *Dispatcher) effects(ctx context.Context, bind *binding, tx *sql.Tx, rec
 		eff.requests = append(eff.requests, o.ID)
 	}
 	address := r.Address
-	if address == "" && len(originals) == 1 {
+	if _, resolved := d.cfg.Resolvers[r.Channel]; address == "" && len(originals) == 1 && !resolved {
 		// A receipt that names only the message: the request it is
-		// about says where it went.
+		// about says where it went, unless it named a person whose
+		// address its channel's Resolver gave at delivery (and may give
+		// differently now).
 		if p, err := decode(originals[0].Payload); err == nil {
 			address = feedback.NormalizeAddress(r.Channel, p.Recipient)
 		}

@@ -628,6 +628,30 @@ func TestReceiptsExpo(t *testing.T) {
 		r.requireStopped(t, "push", token, push)
 	})
 
+	t.Run("AddressedToAUser", func(t *testing.T) {
+		t.Parallel()
+		// The request names the user, not the token: the receipt, which
+		// names neither, cannot say which token failed.
+		push := recording.New()
+		r := newFeedbackRig(t, func(_ testBundle, cfg *notification.Config) {
+			cfg.Deliveries["push"] = push
+			cfg.Receipts = map[string]notification.Receipts{"push": {Fetcher: fetcher, After: 200 * time.Millisecond}}
+			// The user's token is looked up at delivery.
+			cfg.Resolvers = map[string]notification.Resolver{"push": notification.ResolverFunc(
+				func(context.Context, []string) (map[string]string, error) {
+					return map[string]string{"user-7": "ExponentPushToken[user-7s-AAAA]"}, nil
+				})}
+		})
+		expo.set("ticket-u7", `{"status":"error","details":{"error":"DeviceNotRegistered"}}`)
+		push.ScriptRecipient("ExponentPushToken[user-7s-AAAA]", delivery.DeliveredWithReference("ticket-u7"))
+		sent := r.stage(t, notification.Request{Channel: "push", Recipient: "user-7", Template: "welcome"})[0]
+		require.Equal(t, notification.OutcomeDelivered, r.waitOutcome(t, sent).Outcome)
+		r.waitSettled(t, r.receiptsRecord(t, "ticket-u7"))
+		r.waitApplied(t, feedback.ProviderExpo, "ticket-u7")
+		require.Len(t, r.notes(t, sent), 1)
+		require.Empty(t, r.suppressionsOf(t, "push", "user-7"), "a user id is no push token")
+	})
+
 	t.Run("NotReadyYet", func(t *testing.T) {
 		t.Parallel()
 		const token = "ExponentPushToken[late-BBBB]"
