@@ -141,10 +141,22 @@ func stageReports(ctx context.Context, ob *relay.Outbox, tx dbtx.Execer, module 
 	return nil
 }
 
-// receiptsPayload is the payload of a KindReceipts record.
+// receiptsPayload is the payload of a KindReceipts record: the
+// references delivered, and the address each went to (the recipient as
+// its channel's Resolver gave it), since a receipt names only the
+// reference.
 type receiptsPayload struct {
 	Channel    string   `json:"channel"`
 	References []string `json:"references"`
+	Addresses  []string `json:"addresses"`
+}
+
+// addressOf returns the address reference ref went to, or "".
+func (p receiptsPayload) addressOf(ref string) string {
+	if i := slices.Index(p.References, ref); i >= 0 && i < len(p.Addresses) {
+		return p.Addresses[i]
+	}
+	return ""
 }
 
 // stageReceipts stages, inside tx, the follow-up that fetches the
@@ -155,16 +167,17 @@ func (d *Dispatcher) stageReceipts(ctx context.Context, bind *binding, tx dbtx.E
 	if !ok {
 		return nil
 	}
-	var refs []string
-	for k := range jobs {
+	p := receiptsPayload{Channel: jobs[0].ch.name}
+	for k, j := range jobs {
 		if delivered[k] && outs[k].Reference() != "" {
-			refs = append(refs, outs[k].Reference())
+			p.References = append(p.References, outs[k].Reference())
+			p.Addresses = append(p.Addresses, feedback.NormalizeAddress(p.Channel, j.p.Recipient))
 		}
 	}
-	if len(refs) == 0 {
+	if len(p.References) == 0 {
 		return nil
 	}
-	body, err := json.Marshal(receiptsPayload{Channel: jobs[0].ch.name, References: refs})
+	body, err := json.Marshal(p)
 	if err != nil {
 		return fmt.Errorf("stage the receipts' follow-up: %w", err)
 	}
@@ -228,6 +241,13 @@ func (d *Dispatcher) fetchReceipts(ctx context.Context, bind *binding, b *relay.
 		fetchCtx, cancel := context.WithTimeout(ctx, bind.timeout)
 		reports, err := rc.Fetcher.Receipts(fetchCtx, refs)
 		cancel()
+		for n := range reports {
+			for _, i := range idx {
+				if reports[n].Address == "" {
+					reports[n].Address = payloads[i].addressOf(reports[n].MessageID)
+				}
+			}
+		}
 		results := make([]relay.Result, len(idx))
 		for k, i := range idx {
 			rec := b.Record(i)

@@ -630,8 +630,9 @@ func TestReceiptsExpo(t *testing.T) {
 
 	t.Run("AddressedToAUser", func(t *testing.T) {
 		t.Parallel()
-		// The request names the user, not the token: the receipt, which
-		// names neither, cannot say which token failed.
+		// The request names the user, not the token, which its Resolver
+		// gives at delivery: the receipt, which names neither, suppresses
+		// the token the push went to.
 		push := recording.New()
 		r := newFeedbackRig(t, func(_ testBundle, cfg *notification.Config) {
 			cfg.Deliveries["push"] = push
@@ -650,6 +651,10 @@ func TestReceiptsExpo(t *testing.T) {
 		r.waitApplied(t, feedback.ProviderExpo, "ticket-u7")
 		require.Len(t, r.notes(t, sent), 1)
 		require.Empty(t, r.suppressionsOf(t, "push", "user-7"), "a user id is no push token")
+		r.requireSuppressed(t, "push", "ExponentPushToken[user-7s-AAAA]", feedback.ClassPermanent, "expo.device_not_registered")
+		next := r.stage(t, notification.Request{Channel: "push", Recipient: "user-7", Template: "welcome"})[0]
+		require.Equal(t, notification.OutcomeSuppressed, r.waitOutcome(t, next).Outcome)
+		require.Zero(t, push.Count(next))
 	})
 
 	t.Run("NotReadyYet", func(t *testing.T) {
