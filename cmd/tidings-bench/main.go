@@ -39,7 +39,10 @@
 // Progress goes to stderr; the machine, the settings, the results and the
 // performance issue's targets with a verdict each, as Markdown tables, go
 // to stdout. With -out DIR the report also goes to DIR/report.md, next to
-// results.json, the medians a later run's -baseline can read.
+// the SVG charts it links (latency against offered rate, drain rate per
+// setting against the ceiling, the sustained drain per window, CPU per
+// event per setting) and results.json, the medians a later run's
+// -baseline can read.
 package main
 
 import (

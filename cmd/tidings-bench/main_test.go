@@ -55,6 +55,7 @@ func TestEveryScenarioRuns(t *testing.T) {
 		"### Targets",
 		"| default drain, a module whose provider drops a repeated key (auto:dropped/50/50) |",
 		"| the recipient rules and the timeline, auto:sends/50/50 |",
+		"![Drain rate per setting (commit/BatchSize/Concurrency)](drain.svg)",
 	} {
 		if !strings.Contains(report, want) {
 			t.Errorf("the report lacks %q:\n%s", want, report)
@@ -64,7 +65,7 @@ func TestEveryScenarioRuns(t *testing.T) {
 	if err != nil || string(saved) != report {
 		t.Errorf("report.md is not the report printed (%v)", err)
 	}
-	for _, name := range []string{resultsFile} {
+	for _, name := range []string{"latency.svg", "drain.svg", "sustain.svg", "cpu.svg", resultsFile} {
 		b, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil {
 			t.Errorf("-out wrote no %s: %v", name, err)

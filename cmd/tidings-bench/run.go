@@ -24,7 +24,7 @@ var sections = []string{
 }
 
 // run is the whole command, writing its report to out (and with -out
-// into a directory): it stops everything it started, on
+// into a directory, with its charts): it stops everything it started, on
 // every path.
 func run(ctx context.Context, args []string, out io.Writer) (err error) {
 	cfg, err := parseConfig(args, os.Stderr)
@@ -107,13 +107,15 @@ func run(ctx context.Context, args []string, out io.Writer) (err error) {
 }
 
 // report prints the results and the targets and, with -out, writes the
-// medians for a later -baseline.
+// charts the report links and the medians for a later -baseline.
 func report(w io.Writer, cfg config, res *results, started time.Time, loads map[string]string) error {
 	printResults(w, cfg, res, started, loads)
 	if cfg.out == "" {
 		return nil
 	}
-	return res.save(filepath.Join(cfg.out, resultsFile))
+	cs := charts(cfg, res)
+	printCharts(w, cs)
+	return errors.Join(writeCharts(cfg.out, cs), res.save(filepath.Join(cfg.out, resultsFile)))
 }
 
 // startProfile writes a CPU profile of this process to path until stop;
@@ -178,4 +180,8 @@ func printResults(w io.Writer, cfg config, res *results, started time.Time, load
 	fmt.Fprintln(w)
 	res.print(w, sections)
 	printTargets(w, targets(cfg, res))
+	if cfg.out == "" {
+		fmt.Fprintln(w, "Charts: run with -out DIR to write them next to the report.")
+		fmt.Fprintln(w)
+	}
 }
