@@ -34,7 +34,7 @@ type config struct {
 	stageChunk  int
 
 	// steady
-	rate          int
+	rates         []int
 	duration      time.Duration
 	warmup        time.Duration
 	wakes         []wake
@@ -64,6 +64,8 @@ type config struct {
 	pgbench          string
 
 	cpuprofile string
+	out        string   // directory of the report, its charts and resultsFile; "" writes stdout only
+	baseline   baseline // the default drain of an auto:sends module before
 
 	// flags is every flag with its value, for the report.
 	flags [][2]string
@@ -87,25 +89,25 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("tidings-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var drains, stageModes, only, commits, batches, conc, wakes, steadyCommits, writers, backlogs string
+	var baselineArg, drains, rates, stageModes, only, commits, batches, conc, wakes, steadyCommits, writers, backlogs string
 	fs.StringVar(&c.database, "database", "", "PostgreSQL URL; empty starts a durable throwaway cluster (fsync and synchronous_commit on)")
 	fs.StringVar(&only, "only", strings.Join(scenarios, ","), "scenarios to run: "+strings.Join(scenarios, ","))
 	fs.IntVar(&c.runs, "runs", 1, "how many times to run each scenario; the tables show medians")
 	fs.IntVar(&c.longRuns, "long-runs", 0, "how many times to run sustain and backlog; 0 means -runs")
 
 	fs.IntVar(&c.events, "events", 100_000, "drain: requests staged in advance")
-	fs.StringVar(&commits, "commit", "each,shared", "drain: how the channel's claims commit: each (notification.CommitEach) or shared (CommitShared)")
+	fs.StringVar(&commits, "commit", "auto:dropped,auto:sends", "drain: how the channel's claims commit: each (notification.CommitEach), shared (CommitShared), or CommitAuto, the default, with a delivery that declares what a repeat does: auto:dropped (delivery.RepeatDropped) or auto:sends (RepeatSends)")
 	fs.StringVar(&batches, "batch", "50", "drain: relay BatchSize values")
 	fs.StringVar(&conc, "concurrency", "50", "drain: relay Concurrency values")
 	fs.BoolVar(&c.rules, "rules", false, "drain: run each setting twice, without and with every recipient rule on (a subject with preferences and quiet hours, a category, an expiry, a dedup key and a secret per request)")
-	fs.StringVar(&drains, "drain", "", "drain: explicit settings as commit/BatchSize/Concurrency triples, e.g. each/50/50,shared/500/500, with an optional fourth LaneLimit (each/50/50/50; the relay's default otherwise); overrides -commit, -batch and -concurrency")
+	fs.StringVar(&drains, "drain", "", "drain: explicit settings as commit/BatchSize/Concurrency triples, e.g. auto:dropped/50/50,shared/500/500, with an optional fourth LaneLimit (each/50/50/50; the relay's default otherwise); overrides -commit, -batch and -concurrency")
 	fs.IntVar(&c.stageChunk, "stage-chunk", 5000, "requests per StageBatch when staging a backlog")
 
-	fs.IntVar(&c.rate, "rate", 1000, "steady: requests staged per second, one per transaction")
+	fs.StringVar(&rates, "rate", "1000,5000", "steady: offered rates, requests staged per second, one per transaction")
 	fs.DurationVar(&c.duration, "duration", 20*time.Second, "steady: how long to stage at -rate (after -warmup)")
 	fs.DurationVar(&c.warmup, "warmup", time.Second, "steady: leading time whose requests are left out of the latencies")
 	fs.StringVar(&wakes, "wake", "listen,poll10ms,both", "steady: wake-up paths: listen, after (NOTIFY sent after the commit by a relay.Waker), poll<interval>, both (listen and a 10ms poll) or both<interval>")
-	fs.StringVar(&steadyCommits, "steady-commit", "each", "steady: how the channel's claims commit: each or shared")
+	fs.StringVar(&steadyCommits, "steady-commit", "auto:dropped", "steady: how the channel's claims commit, as -commit")
 	fs.IntVar(&c.steadyWriters, "steady-writers", 32, "steady: goroutines that stage on the fixed schedule")
 
 	fs.DurationVar(&c.sustain, "sustain", 2*time.Minute, "sustain: how long the drain must last")
@@ -127,6 +129,9 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.pgbench, "pgbench", "", "pgbench binary; empty looks on PATH, then in /usr/lib/postgresql/*/bin")
 
 	fs.StringVar(&c.cpuprofile, "cpuprofile", "", "write a CPU profile of this process to the file (a backlog child writes FILE.backlog-N)")
+
+	fs.StringVar(&c.out, "out", "", "directory to write the report (report.md, also on stdout), its SVG charts and "+resultsFile+" into; empty writes the report to stdout only")
+	fs.StringVar(&baselineArg, "baseline", "", "the default drain of a module with no protection (auto:sends/50/50) before: a fraction of the ceiling, e.g. 0.10, or an earlier run's "+resultsFile)
 
 	if err := fs.Parse(args); err != nil {
 		return c, errUsage
@@ -167,7 +172,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 			mode, rest, _ := strings.Cut(t, "/")
 			v, err := ints(strings.ReplaceAll(rest, "/", ","), 1)
 			if _, merr := commitModes(mode); err != nil || merr != nil || len(v) < 2 || len(v) > 3 {
-				return c, fail("drain", fmt.Errorf("%q: want commit/BatchSize/Concurrency[/LaneLimit], commit each or shared", t))
+				return c, fail("drain", fmt.Errorf("%q: want commit/BatchSize/Concurrency[/LaneLimit], commit one of %s", t, strings.Join(commitKinds, ", ")))
 			}
 			d := drainConfig{commit: mode, batch: v[0], conc: v[1]}
 			if len(v) == 3 {
@@ -178,6 +183,12 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	}
 	if c.steadyCommits, err = commitModes(steadyCommits); err != nil {
 		return c, fail("steady-commit", err)
+	}
+	if c.baseline, err = parseBaseline(baselineArg); err != nil {
+		return c, fail("baseline", err)
+	}
+	if c.rates, err = ints(rates, 1); err != nil {
+		return c, fail("rate", err)
 	}
 	if c.writers, err = ints(writers, 1); err != nil {
 		return c, fail("writers", err)
@@ -206,7 +217,6 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 		{"runs", c.runs >= 1},
 		{"long-runs", c.longRuns >= 0},
 		{"events", c.events >= 1},
-		{"rate", c.rate >= 1},
 		{"duration", c.duration > 0},
 		{"warmup", c.warmup >= 0},
 		{"steady-writers", c.steadyWriters >= 1},
@@ -282,8 +292,8 @@ func commitModes(s string) ([]string, error) {
 	var out []string
 	for m := range strings.SplitSeq(s, ",") {
 		m = strings.TrimSpace(m)
-		if m != "each" && m != "shared" {
-			return nil, fmt.Errorf("unknown commit mode %q: want each or shared", m)
+		if !slices.Contains(commitKinds, m) {
+			return nil, fmt.Errorf("unknown commit mode %q: want %s", m, strings.Join(commitKinds, ", "))
 		}
 		out = append(out, m)
 	}

@@ -83,6 +83,17 @@ func (c *counter) verify() error {
 	return nil
 }
 
+// declared is a delivery that says what its provider does with a
+// repeated idempotency key (delivery.Repeater), as a real module does; the
+// dispatcher's CommitAuto follows it.
+type declared struct {
+	delivery.Delivery
+	repeats delivery.Repeat
+}
+
+// Repeats returns what d declares.
+func (d declared) Repeats() delivery.Repeat { return d.repeats }
+
 // tally is the child's delivery: a total only, so its memory does not
 // grow with the backlog it measures. The database checks the rest.
 type tally struct {

@@ -15,8 +15,12 @@ import (
 )
 
 // drainConfig is one setting of the relay and the dispatcher: how the
-// channel's claims commit ("each" or "shared", notification.Commit), the
-// relay's BatchSize and Concurrency.
+// channel's claims commit, the relay's BatchSize and Concurrency. The
+// commit is "each" or "shared" (notification.CommitEach, CommitShared,
+// with a delivery that declares nothing), or "auto:dropped" or
+// "auto:sends": notification.CommitAuto, the default, with a delivery
+// that declares delivery.RepeatDropped (a provider that drops a repeated
+// key) or delivery.RepeatSends (one with no protection).
 type drainConfig struct {
 	commit      string
 	batch, conc int
@@ -24,13 +28,26 @@ type drainConfig struct {
 	rules       bool // every recipient rule on (see ruleRequest)
 }
 
+// commitKinds are the values of drainConfig.commit.
+var commitKinds = []string{"each", "shared", "auto:dropped", "auto:sends"}
+
 func (d drainConfig) String() string {
-	s := fmt.Sprintf("commit %s, BatchSize %d, Concurrency %d", d.commit, d.batch, d.conc)
+	return d.describe("commit %s, BatchSize %d, Concurrency %d", ", LaneLimit %d", ", every rule")
+}
+
+// short names d in a chart: commit/BatchSize/Concurrency[/LaneLimit],
+// "+rules" with every rule.
+func (d drainConfig) short() string { return d.describe("%s/%d/%d", "/%d", " +rules") }
+
+// describe writes d with the formats of its parts, leaving out a
+// LaneLimit and rules it does not set.
+func (d drainConfig) describe(base, lane, rules string) string {
+	s := fmt.Sprintf(base, d.commit, d.batch, d.conc)
 	if d.lane > 0 {
-		s += fmt.Sprintf(", LaneLimit %d", d.lane)
+		s += fmt.Sprintf(lane, d.lane)
 	}
 	if d.rules {
-		s += ", every rule"
+		s += rules
 	}
 	return s
 }
@@ -39,19 +56,44 @@ func (d drainConfig) key() string {
 	return fmt.Sprintf("%s/b%d/c%d/l%d/r%t", d.commit, d.batch, d.conc, d.lane, d.rules)
 }
 
+// defaultDrain is the relay's and the dispatcher's defaults for a module
+// that declares repeats.
+func defaultDrain(repeats delivery.Repeat) drainConfig {
+	return drainConfig{commit: "auto:" + repeats.String(), batch: relay.BatchSizeDefault, conc: relay.ConcurrencyDefault}
+}
+
 // mode is the notification.Commit of d.commit.
 func (d drainConfig) mode() notification.Commit {
-	if d.commit == "shared" {
+	switch d.commit {
+	case "each":
+		return notification.CommitEach
+	case "shared":
 		return notification.CommitShared
 	}
-	return notification.CommitEach
+	return notification.CommitAuto
+}
+
+// repeats is what the bench's delivery declares: the kind named after
+// "auto:", or RepeatSends, what a delivery that declares nothing is.
+func (d drainConfig) repeats() delivery.Repeat {
+	if d.commit == "auto:dropped" {
+		return delivery.RepeatDropped
+	}
+	return delivery.RepeatSends
+}
+
+// shared reports whether the requests of a batch share a commit, as the
+// dispatcher decides it for d.
+func (d drainConfig) shared() bool {
+	return d.mode() == notification.CommitShared ||
+		d.mode() == notification.CommitAuto && d.repeats() != delivery.RepeatSends
 }
 
 // poolSize is enough connections for the relay and every hand: each
 // request delivered alone holds one for its claim's transaction; a shared
 // commit holds one for a whole batch of the channel.
 func (d drainConfig) poolSize() int {
-	if d.mode() == notification.CommitShared {
+	if d.shared() {
 		return min(d.conc, 90) + 10
 	}
 	return d.conc + 10
@@ -65,7 +107,7 @@ func (d drainConfig) relayConfig(s benchSchema, listenDSN string) relay.Config {
 func (d drainConfig) dispatcher(dl delivery.Delivery) (*notification.Dispatcher, error) {
 	return notification.NewDispatcher(&notification.Config{
 		Consumer:   consumer,
-		Deliveries: map[string]delivery.Delivery{channel: dl},
+		Deliveries: map[string]delivery.Delivery{channel: declared{dl, d.repeats()}},
 		Commit:     map[string]notification.Commit{channel: d.mode()},
 		Categories: map[string]notification.Category{"welcome": {}, "marketing": {}},
 	})
@@ -320,12 +362,12 @@ func addDB(res *results, key, section, label string, d dbUse, n int) {
 	}
 }
 
-// bestDrain is the setting with the highest median drain rate, or the
-// first setting when the drain did not run.
+// bestDrain is the setting without the rules with the highest median
+// drain rate, or the first setting when the drain did not run.
 func bestDrain(cfg config, res *results) drainConfig {
 	best, bestRate := cfg.drainConfigs()[0], math.Inf(-1)
 	for _, dc := range cfg.drainConfigs() {
-		if v, ok := res.get(drainKey(dc)); ok && v > bestRate {
+		if v, ok := res.get(drainKey(dc)); ok && !dc.rules && v > bestRate {
 			best, bestRate = dc, v
 		}
 	}

@@ -15,14 +15,17 @@
 //     transaction, a session listening: without the wake-up
 //     (Outbox.WithoutWakeUp), with the NOTIFY in the transaction, and
 //     with the NOTIFY after the commit (relay.Waker);
-//   - steady: requests staged one per transaction at a fixed rate while
-//     the relay runs; commit-to-delivery-start latency for each wake-up
-//     path (LISTEN, LISTEN with a relay.Waker, short polling, both), next
-//     to a raw LISTEN/NOTIFY floor;
+//   - steady: requests staged one per transaction at each fixed -rate
+//     while the relay runs; commit-to-delivery-start latency for each
+//     wake-up path (LISTEN, LISTEN with a relay.Waker, short polling,
+//     both), next to a raw LISTEN/NOTIFY floor;
 //   - drain: -events requests staged in advance, drained through
 //     relay.Supervise and notification.Dispatcher with an in-memory
-//     delivery answering Delivered, for each commit mode (each, shared),
-//     BatchSize and Concurrency given; every request is checked delivered once;
+//     delivery answering Delivered, for each commit setting (each, shared,
+//     or the default CommitAuto with a delivery that declares
+//     delivery.RepeatDropped or RepeatSends), BatchSize and Concurrency
+//     given, with -rules also with every recipient rule on; every request
+//     is checked delivered once;
 //   - sustain: a drain long enough to last -sustain, its rate per -window;
 //   - backlog: drains of each -backlog size with the relay in a child
 //     process whose peak RSS is sampled from /proc.
@@ -33,8 +36,13 @@
 // measured with durability off says nothing about production. Each
 // scenario works in a fresh schema of its own, dropped afterwards.
 //
-// Progress goes to stderr; the machine, the settings and the results, as
-// Markdown tables, go to stdout.
+// Progress goes to stderr; the machine, the settings, the results and the
+// performance issue's targets with a verdict each, as Markdown tables, go
+// to stdout. With -out DIR the report also goes to DIR/report.md, next to
+// the SVG charts it links (latency against offered rate, drain rate per
+// setting against the ceiling, the sustained drain per window, CPU per
+// event per setting) and results.json, the medians a later run's
+// -baseline can read.
 package main
 
 import (

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -26,11 +27,13 @@ func TestMain(m *testing.M) {
 // exactly once and fail the run otherwise.
 func TestEveryScenarioRuns(t *testing.T) {
 	var out bytes.Buffer
+	dir := t.TempDir()
 	err := run(t.Context(), []string{
-		"-events", "300", "-drain", "each/50/50,shared/50/200",
-		"-rate", "200", "-duration", "1s", "-warmup", "100ms", "-steady-writers", "4", "-wake", "listen,after,poll10ms",
+		"-out", dir, "-rules",
+		"-events", "300", "-drain", "auto:dropped/50/50,auto:sends/50/50,shared/50/200",
+		"-rate", "200,400", "-duration", "1s", "-warmup", "100ms", "-steady-writers", "4", "-wake", "listen,after,poll10ms",
 		"-writers", "1,4", "-stage-duration", "1s",
-		"-sustain", "2s", "-window", "1s", "-sustain-events", "2000",
+		"-sustain", "2s", "-window", "100ms", "-sustain-events", "2000",
 		"-backlog", "200,400",
 		"-ceiling-duration", "1s", "-ceiling-clients1", "2", "-ceiling-clients50", "2",
 		"-ceiling-rows1", "3000", "-ceiling-rows50", "10000",
@@ -44,14 +47,33 @@ func TestEveryScenarioRuns(t *testing.T) {
 		"### Ceiling (pgbench, same run)",
 		"| pgbench: 50 deliveries per tx, 2 clients | events/s |",
 		"| Outbox.Stage, 4 writers, NOTIFY after commit (relay.Waker) | commits/s |",
-		"| relay LISTEN (sweep 30 s), commit each, 200/s: p99 | ms |",
+		"| relay LISTEN (sweep 30 s), commit auto:dropped, 400/s: p99 | ms |",
 		"| drain 300, commit shared, BatchSize 50, Concurrency 200: first to last settle | events/s |",
 		"### Sustained drain",
 		"| backlog 400, commit shared, BatchSize 50, Concurrency 200: relay peak RSS (VmHWM) | MiB |",
+		"| drain 300, commit auto:dropped, BatchSize 50, Concurrency 50, every rule: first to last settle | events/s |",
 		"### Targets",
+		"| default drain, a module whose provider drops a repeated key (auto:dropped/50/50) |",
+		"| the recipient rules and the timeline, auto:sends/50/50 |",
+		"![Drain rate per setting (commit/BatchSize/Concurrency)](drain.svg)",
 	} {
 		if !strings.Contains(report, want) {
 			t.Errorf("the report lacks %q:\n%s", want, report)
 		}
+	}
+	saved, err := os.ReadFile(filepath.Join(dir, "report.md"))
+	if err != nil || string(saved) != report {
+		t.Errorf("report.md is not the report printed (%v)", err)
+	}
+	for _, name := range []string{"latency.svg", "drain.svg", "sustain.svg", "cpu.svg", resultsFile} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Errorf("-out wrote no %s: %v", name, err)
+		} else if strings.HasSuffix(name, ".svg") {
+			parseSVG(t, b)
+		}
+	}
+	if _, err := parseBaseline(filepath.Join(dir, resultsFile)); err != nil {
+		t.Errorf("a later run cannot take this run as its baseline: %v", err)
 	}
 }

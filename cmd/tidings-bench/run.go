@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
+	"path/filepath"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -23,12 +23,24 @@ var sections = []string{
 	"Backlog (relay in a child process)",
 }
 
-// run is the whole command, writing its report to out: it stops
-// everything it started, on every path.
+// run is the whole command, writing its report to out (and with -out
+// into a directory, with its charts): it stops everything it started, on
+// every path.
 func run(ctx context.Context, args []string, out io.Writer) (err error) {
 	cfg, err := parseConfig(args, os.Stderr)
 	if err != nil {
 		return err
+	}
+	if cfg.out != "" {
+		if err := os.MkdirAll(cfg.out, 0o755); err != nil {
+			return err
+		}
+		f, err := os.Create(filepath.Join(cfg.out, "report.md"))
+		if err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, f.Close()) }()
+		out = io.MultiWriter(out, f)
 	}
 	stopProfile, err := startProfile(cfg.cpuprofile)
 	if err != nil {
@@ -86,14 +98,24 @@ func run(ctx context.Context, args []string, out io.Writer) (err error) {
 			err = runBacklog(ctx, cfg, srv, postmaster, res)
 		}
 		if err != nil {
-			// Print what was measured before failing.
-			printResults(out, cfg, res, started, loads)
-			return fmt.Errorf("%s: %w", sc, err)
+			// Report what was measured before failing.
+			return errors.Join(fmt.Errorf("%s: %w", sc, err), report(out, cfg, res, started, loads))
 		}
 		progress("%s done in %s", sc, time.Since(t0).Round(time.Second))
 	}
-	printResults(out, cfg, res, started, loads)
-	return nil
+	return report(out, cfg, res, started, loads)
+}
+
+// report prints the results and the targets and, with -out, writes the
+// charts the report links and the medians for a later -baseline.
+func report(w io.Writer, cfg config, res *results, started time.Time, loads map[string]string) error {
+	printResults(w, cfg, res, started, loads)
+	if cfg.out == "" {
+		return nil
+	}
+	cs := charts(cfg, res)
+	printCharts(w, cs)
+	return errors.Join(writeCharts(cfg.out, cs), res.save(filepath.Join(cfg.out, resultsFile)))
 }
 
 // startProfile writes a CPU profile of this process to path until stop;
@@ -138,7 +160,7 @@ func printSettings(w io.Writer, cfg config) {
 	for _, f := range cfg.flags {
 		fmt.Fprintf(w, "- -%s=%s\n", f[0], f[1])
 	}
-	fmt.Fprintln(w, "- delivery: in memory, answers Delivered, counts each request with atomics")
+	fmt.Fprintln(w, "- delivery: in memory, answers Delivered, counts each request with atomics; it declares what its provider does with a repeated key as the commit setting names (auto:dropped: delivery.RepeatDropped; otherwise RepeatSends, the kind of a module that declares nothing)")
 	fmt.Fprintln(w, "- drains: staged in advance with StageBatch (no NOTIFY), then VACUUM (ANALYZE) and CHECKPOINT; the relay LISTENs; rates are first to last settle on the database clock (processed_at)")
 	fmt.Fprintln(w)
 }
@@ -158,84 +180,8 @@ func printResults(w io.Writer, cfg config, res *results, started time.Time, load
 	fmt.Fprintln(w)
 	res.print(w, sections)
 	printTargets(w, targets(cfg, res))
-}
-
-// targets checks the goals against the medians measured.
-func targets(cfg config, res *results) []target {
-	var ts []target
-	if c50, ok := res.get(ceilDeliver50); ok {
-		for _, dc := range cfg.drainConfigs() {
-			if v, ok := res.get(drainKey(dc)); ok {
-				ts = append(ts, target{
-					name:     "drain, " + dc.String() + ", vs 50-per-tx pgbench",
-					measured: fmt.Sprintf("%s events/s = %.0f %% of %s", format(v), 100*v/c50, format(c50)),
-					goal:     ">= 70 %",
-					verdict:  atLeast(100*v/c50, 70, "points"),
-				})
-			}
-		}
+	if cfg.out == "" {
+		fmt.Fprintln(w, "Charts: run with -out DIR to write them next to the report.")
+		fmt.Fprintln(w)
 	}
-	for _, w := range cfg.wakes {
-		for _, g := range cfg.steadyCommits {
-			key := fmt.Sprintf("steady/%s/%s", w, g)
-			p50, ok1 := res.get(key + "/p50")
-			p99, ok2 := res.get(key + "/p99")
-			if ok1 && ok2 {
-				ts = append(ts, target{
-					name:     fmt.Sprintf("steady %d/s, %s, commit %s: p50", cfg.rate, describeWake(w), g),
-					measured: format(p50) + " ms", goal: "<= 2 ms", verdict: atMost(p50, 2, "ms"),
-				}, target{
-					name:     fmt.Sprintf("steady %d/s, %s, commit %s: p99", cfg.rate, describeWake(w), g),
-					measured: format(p99) + " ms", goal: "<= 20 ms", verdict: atMost(p99, 20, "ms"),
-				})
-			}
-		}
-	}
-	if v, ok := res.get("sustain/worst"); ok {
-		ts = append(ts, target{
-			name:     fmt.Sprintf("sustained: every %s window of the first %s within 10 %% of the first", cfg.window, cfg.sustain),
-			measured: fmt.Sprintf("largest departure %.1f %%", v), goal: "<= 10 %", verdict: atMost(v, 10, "points"),
-		})
-	}
-	if len(cfg.writers) > 0 {
-		w := slices.Max(cfg.writers)
-		quiet, ok := res.get(stageKey(w, "none"))
-		for _, mode := range []string{"notify", "after"} {
-			loud, ok2 := res.get(stageKey(w, mode))
-			if ok && ok2 {
-				cost := 100 * (1 - loud/quiet)
-				ts = append(ts, target{
-					name:     fmt.Sprintf("staging: cost of the wake-up (%s) at %d writers", stageModeLabel(mode), w),
-					measured: fmt.Sprintf("%s commits/s with, %s without: %.1f %% fewer", format(loud), format(quiet), cost),
-					goal:     "<= 10 %", verdict: atMost(cost, 10, "points"),
-				})
-			}
-		}
-	}
-	if len(cfg.backlogs) >= 2 {
-		lo, hi := slices.Min(cfg.backlogs), slices.Max(cfg.backlogs)
-		small, ok1 := res.get(fmt.Sprintf("backlog/%d/rate", lo))
-		big, ok2 := res.get(fmt.Sprintf("backlog/%d/rate", hi))
-		if ok1 && ok2 {
-			ratio := 100 * big / small
-			ts = append(ts, target{
-				name:     fmt.Sprintf("backlog: drain rate with %d pending vs %d", hi, lo),
-				measured: fmt.Sprintf("%s vs %s events/s = %.0f %%", format(big), format(small), ratio),
-				goal:     ">= 90 %", verdict: atLeast(ratio, 90, "points"),
-			})
-		}
-	}
-	hwm := math.Inf(-1)
-	for _, size := range cfg.backlogs {
-		if f, ok := res.byKey[fmt.Sprintf("backlog/%d/hwm", size)]; ok {
-			hwm = max(hwm, slices.Max(f.values))
-		}
-	}
-	if !math.IsInf(hwm, -1) {
-		ts = append(ts, target{
-			name:     "relay peak RSS, any backlog (largest of all runs)",
-			measured: fmt.Sprintf("%.1f MiB", hwm), goal: "<= 64 MiB", verdict: atMost(hwm, 64, "MiB"),
-		})
-	}
-	return ts
 }

@@ -143,8 +143,8 @@ func summarize(committed []int64, took []time.Duration, starts, hands func(i int
 	return r
 }
 
-// steadyOnce runs the relay with wake-up path w and stages at -rate.
-func steadyOnce(ctx context.Context, cfg config, srv server, w wake, commit string) (steadyResult, error) {
+// steadyOnce runs the relay with wake-up path w and stages at rate.
+func steadyOnce(ctx context.Context, cfg config, srv server, rate int, w wake, commit string) (steadyResult, error) {
 	dc := drainConfig{commit: commit, batch: relay.BatchSizeDefault, conc: relay.ConcurrencyDefault}
 	db, err := openPool(ctx, srv.dsn, cfg.steadyWriters+dc.poolSize()+1)
 	if err != nil {
@@ -157,7 +157,7 @@ func steadyOnce(ctx context.Context, cfg config, srv server, w wake, commit stri
 	}
 	defer s.drop(db)
 
-	n := int(float64(cfg.rate) * (cfg.warmup + cfg.duration).Seconds())
+	n := int(float64(rate) * (cfg.warmup + cfg.duration).Seconds())
 	base := time.Now()
 	dl := newCounter(n, nil, true, base)
 	disp, err := dc.dispatcher(dl)
@@ -173,7 +173,7 @@ func steadyOnce(ctx context.Context, cfg config, srv server, w wake, commit stri
 	if !w.notify() {
 		ob = ob.WithoutWakeUp()
 	}
-	st := stager{db: db, ob: ob, n: n, rate: cfg.rate, writers: cfg.steadyWriters, base: base}
+	st := stager{db: db, ob: ob, n: n, rate: rate, writers: cfg.steadyWriters, base: base}
 	if w.after {
 		wk := s.ob.NewWaker(db)
 		defer closeWaker(wk)
@@ -206,7 +206,7 @@ func steadyOnce(ctx context.Context, cfg config, srv server, w wake, commit stri
 	if err := errors.Join(dl.verify(), verifyDrain(ctx, db, s, n)); err != nil {
 		return steadyResult{}, err
 	}
-	warm := int(float64(cfg.rate) * cfg.warmup.Seconds())
+	warm := int(float64(rate) * cfg.warmup.Seconds())
 	return summarize(committed, took, func(i int) int64 { return dl.starts[i].Load() },
 		func(i int) int64 { return ts.hands[i].Load() }, warm, behind), nil
 }
@@ -214,7 +214,7 @@ func steadyOnce(ctx context.Context, cfg config, srv server, w wake, commit stri
 // rawOnce is the floor of the LISTEN path: the same stager, each
 // transaction also sending a NOTIFY that carries its index, and a bare
 // LISTEN session timing its arrival; no relay, no claim, no delivery.
-func rawOnce(ctx context.Context, cfg config, srv server) (steadyResult, error) {
+func rawOnce(ctx context.Context, cfg config, srv server, rate int) (steadyResult, error) {
 	db, err := openPool(ctx, srv.dsn, cfg.steadyWriters+2)
 	if err != nil {
 		return steadyResult{}, err
@@ -226,7 +226,7 @@ func rawOnce(ctx context.Context, cfg config, srv server) (steadyResult, error) 
 	}
 	defer s.drop(db)
 
-	n := int(float64(cfg.rate) * (cfg.warmup + cfg.duration).Seconds())
+	n := int(float64(rate) * (cfg.warmup + cfg.duration).Seconds())
 	base := time.Now()
 	arrived := make([]int64, n)
 	ch := s.name + ".raw"
@@ -257,7 +257,7 @@ func rawOnce(ctx context.Context, cfg config, srv server) (steadyResult, error) 
 		_, err := tx.ExecContext(ctx, `SELECT pg_notify($1, $2)`, ch, strconv.Itoa(i))
 		return err
 	}
-	committed, took, behind, err := stager{db: db, ob: s.ob.WithoutWakeUp(), n: n, rate: cfg.rate,
+	committed, took, behind, err := stager{db: db, ob: s.ob.WithoutWakeUp(), n: n, rate: rate,
 		writers: cfg.steadyWriters, base: base, afterStage: notify}.run(ctx)
 	if err != nil {
 		return steadyResult{}, fmt.Errorf("stage: %w", err)
@@ -270,36 +270,46 @@ func rawOnce(ctx context.Context, cfg config, srv server) (steadyResult, error) 
 	case <-time.After(30 * time.Second):
 		return steadyResult{}, errors.New("notifications missing 30 s after the last commit")
 	}
-	warm := int(float64(cfg.rate) * cfg.warmup.Seconds())
+	warm := int(float64(rate) * cfg.warmup.Seconds())
 	return summarize(committed, took, func(i int) int64 { return arrived[i] }, nil, warm, behind), nil
 }
 
-// runSteady measures commit-to-delivery-start latency for each wake-up
-// path and commit mode, and the raw LISTEN/NOTIFY floor, -runs times,
-// alternating the variants within a run.
+// runSteady measures commit-to-delivery-start latency at each rate for
+// each wake-up path and commit mode, and the raw LISTEN/NOTIFY floor,
+// -runs times, alternating the variants within a run.
 func runSteady(ctx context.Context, cfg config, srv server, res *results) error {
 	const section = "Steady rate: commit to delivery start"
 	for run := 1; run <= cfg.runs; run++ {
-		progress("steady, run %d of %d: raw LISTEN/NOTIFY floor, %d/s for %s", run, cfg.runs, cfg.rate, cfg.warmup+cfg.duration)
-		r, err := rawOnce(ctx, cfg, srv)
-		if err != nil {
-			return fmt.Errorf("steady (raw LISTEN/NOTIFY): %w", err)
-		}
-		addSteady(res, section, "steady/raw", fmt.Sprintf("raw LISTEN/NOTIFY (floor), %d/s", cfg.rate), r)
-		for _, w := range cfg.wakes {
-			for _, g := range cfg.steadyCommits {
-				progress("steady, run %d of %d: %s, commit %s, %d/s for %s", run, cfg.runs, w, g, cfg.rate, cfg.warmup+cfg.duration)
-				r, err := steadyOnce(ctx, cfg, srv, w, g)
-				if err != nil {
-					return fmt.Errorf("steady (%s, commit %s): %w", w, g, err)
+		for _, rate := range cfg.rates {
+			progress("steady, run %d of %d: raw LISTEN/NOTIFY floor, %d/s for %s", run, cfg.runs, rate, cfg.warmup+cfg.duration)
+			r, err := rawOnce(ctx, cfg, srv, rate)
+			if err != nil {
+				return fmt.Errorf("steady (raw LISTEN/NOTIFY, %d/s): %w", rate, err)
+			}
+			addSteady(res, section, steadyRawKey(rate), fmt.Sprintf("raw LISTEN/NOTIFY (floor), %d/s", rate), r)
+			for _, w := range cfg.wakes {
+				for _, g := range cfg.steadyCommits {
+					progress("steady, run %d of %d: %s, commit %s, %d/s for %s", run, cfg.runs, w, g, rate, cfg.warmup+cfg.duration)
+					r, err := steadyOnce(ctx, cfg, srv, rate, w, g)
+					if err != nil {
+						return fmt.Errorf("steady (%s, commit %s, %d/s): %w", w, g, rate, err)
+					}
+					addSteady(res, section, steadyKey(rate, w, g),
+						fmt.Sprintf("relay %s, commit %s, %d/s", describeWake(w), g, rate), r)
 				}
-				addSteady(res, section, fmt.Sprintf("steady/%s/%s", w, g),
-					fmt.Sprintf("relay %s, commit %s, %d/s", describeWake(w), g, cfg.rate), r)
 			}
 		}
 	}
 	return nil
 }
+
+// steadyKey names the figures of one steady variant; "/p50", "/p99" and
+// so on follow it.
+func steadyKey(rate int, w wake, commit string) string {
+	return fmt.Sprintf("steady/%d/%s/%s", rate, w, commit)
+}
+
+func steadyRawKey(rate int) string { return fmt.Sprintf("steady/%d/raw", rate) }
 
 func describeWake(w wake) string {
 	switch {

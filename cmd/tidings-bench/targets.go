@@ -1,0 +1,231 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+
+	"github.com/tidings-go/tidings/delivery"
+)
+
+// The performance issue's goals for the drain, as fractions.
+const (
+	goalDefault = 0.50 // the default drain of a RepeatDropped module, of the ceiling
+	goalBest    = 0.70 // the best setting, of the ceiling
+	goalRules   = 0.85 // a drain with every rule, of the same without
+)
+
+// The other goals.
+const (
+	latencyRate  = 1000 // requests/s
+	latencyP50   = 1.0  // ms
+	latencyP99   = 5.0  // ms
+	burstRate    = 5000 // requests/s
+	burstWriters = 32
+	burstP99     = 20.0 // ms
+	sustainGoal  = 10.0 // % departure of a window from the first
+	backlogGoal  = 90.0 // % of the smallest backlog's rate
+	relayRSSGoal = 64.0 // MiB
+)
+
+const (
+	notMeasured  = "not measured"
+	ofTheCeiling = "of the ceiling"
+)
+
+// missing is a target this run did not measure, saying what would.
+func missing(name, goal, how string) target {
+	return target{name: name, measured: notMeasured + " (" + how + ")", goal: goal, verdict: notMeasured}
+}
+
+// targets checks the performance issue's goals against the medians
+// measured. A goal this run did not measure is listed with what would
+// measure it, so the table always shows every goal.
+func targets(cfg config, res *results) []target {
+	var ts []target
+	ts = append(ts, drainTargets(cfg, res)...)
+	ts = append(ts, latencyTargets(cfg, res)...)
+	ts = append(ts, rulesTargets(cfg, res)...)
+	return append(ts, longTargets(cfg, res)...)
+}
+
+// drainTargets: the defaults of both kinds of module and the best
+// setting, as fractions of the 50-per-transaction ceiling.
+func drainTargets(cfg config, res *results) []target {
+	c50, ok := res.get(ceilDeliver50)
+	ofCeiling := func(v float64) string {
+		return fmt.Sprintf("%s events/s = %.2f of %s", format(v), v/c50, format(c50))
+	}
+	var ts []target
+	for _, repeats := range []delivery.Repeat{delivery.RepeatDropped, delivery.RepeatSends} {
+		dc := defaultDrain(repeats)
+		name := "default drain, a module whose provider drops a repeated key (" + dc.short() + ")"
+		goal := fmt.Sprintf(">= %.2f %s", goalDefault, ofTheCeiling)
+		if repeats == delivery.RepeatSends {
+			name = "default drain, a module with no protection (" + dc.short() + ", so CommitEach)"
+			goal = ">= the baseline, a fraction " + ofTheCeiling
+			if cfg.baseline.ratio > 0 {
+				goal = fmt.Sprintf(">= %.3f %s (baseline: %s)", cfg.baseline.ratio, ofTheCeiling, cfg.baseline.source)
+			}
+		}
+		v, measured := res.get(drainKey(dc))
+		switch {
+		case !ok:
+			ts = append(ts, missing(name, goal, "run the ceiling"))
+		case !measured:
+			ts = append(ts, missing(name, goal, "add "+dc.short()+" to -drain"))
+		case repeats == delivery.RepeatDropped:
+			ts = append(ts, target{name, ofCeiling(v), goal, atLeast(v/c50, goalDefault, ofTheCeiling)})
+		case cfg.baseline.ratio == 0:
+			ts = append(ts, target{name, ofCeiling(v), goal, "no baseline (give -baseline)"})
+		default:
+			ts = append(ts, target{name, ofCeiling(v), goal, atLeast(v/c50, cfg.baseline.ratio, ofTheCeiling)})
+		}
+	}
+	name, goal := "best drain setting, every guarantee on", fmt.Sprintf(">= %.2f %s", goalBest, ofTheCeiling)
+	best := bestDrain(cfg, res)
+	bestRate, measured := res.get(drainKey(best))
+	switch {
+	case !ok:
+		ts = append(ts, missing(name, goal, "run the ceiling"))
+	case !measured:
+		ts = append(ts, missing(name, goal, "run the drain"))
+	default:
+		ts = append(ts, target{name, best.short() + ": " + ofCeiling(bestRate), goal, atLeast(bestRate/c50, goalBest, ofTheCeiling)})
+	}
+	return ts
+}
+
+// latencyTargets: commit to delivery start with the default staging and
+// wake-up (the relay LISTENs, staging NOTIFYs in its transaction) at
+// 1,000 requests/s, and at 5,000/s from 32 writers for a module whose
+// provider drops a repeated key.
+func latencyTargets(cfg config, res *results) []target {
+	var ts []target
+	check := func(rate int, commit, q string, goal float64) {
+		name := fmt.Sprintf("steady %d/s from %d writers, LISTEN, commit %s: %s", rate, cfg.steadyWriters, commit, q)
+		g := fmt.Sprintf("<= %g ms", goal)
+		if v, ok := res.get(steadyKey(rate, wake{name: "listen"}, commit) + "/" + q); ok {
+			ts = append(ts, target{name, format(v) + " ms", g, atMost(v, goal, "ms")})
+		} else {
+			ts = append(ts, missing(name, g, fmt.Sprintf("run steady with -rate %d -wake listen -steady-commit %s", rate, commit)))
+		}
+	}
+	commits := cfg.steadyCommits
+	if !cfg.wants("steady") {
+		commits = []string{"auto:dropped"}
+	}
+	for _, g := range commits {
+		check(latencyRate, g, "p50", latencyP50)
+		check(latencyRate, g, "p99", latencyP99)
+	}
+	if cfg.steadyWriters == burstWriters {
+		check(burstRate, "auto:dropped", "p99", burstP99)
+	} else {
+		ts = append(ts, missing(fmt.Sprintf("steady %d/s from %d writers, LISTEN, commit auto:dropped: p99", burstRate, burstWriters),
+			fmt.Sprintf("<= %g ms", burstP99), fmt.Sprintf("needs -steady-writers %d", burstWriters)))
+	}
+	return ts
+}
+
+// rulesTargets: each drain setting with every recipient rule on against
+// the same setting without, in the same run.
+func rulesTargets(cfg config, res *results) []target {
+	name, goal := "the recipient rules and the timeline", fmt.Sprintf(">= %.2f of the same setting without (within %.0f %%)", goalRules, 100*(1-goalRules))
+	if !cfg.rules {
+		return []target{missing(name, goal, "run the drain with -rules")}
+	}
+	var ts []target
+	for _, dc := range cfg.drainConfigs() {
+		if dc.rules {
+			continue
+		}
+		with := dc
+		with.rules = true
+		off, ok1 := res.get(drainKey(dc))
+		on, ok2 := res.get(drainKey(with))
+		if ok1 && ok2 {
+			ts = append(ts, target{
+				name:     name + ", " + dc.short(),
+				measured: fmt.Sprintf("%s events/s with, %s without = %.2f", format(on), format(off), on/off),
+				goal:     goal,
+				verdict:  atLeast(on/off, goalRules, "of the rate without"),
+			})
+		}
+	}
+	return ts
+}
+
+// longTargets: the sustained drain, a large backlog against a small one,
+// and the relay's memory.
+func longTargets(cfg config, res *results) []target {
+	var ts []target
+	name, goal := fmt.Sprintf("sustained: every %s window of the first %s within %.0f %% of the first", cfg.window, cfg.sustain, sustainGoal), fmt.Sprintf("<= %.0f %%", sustainGoal)
+	if v, ok := res.get("sustain/worst"); ok {
+		ts = append(ts, target{name, fmt.Sprintf("largest departure %.1f %%", v), goal, atMost(v, sustainGoal, "points")})
+	} else {
+		ts = append(ts, missing(name, goal, "run sustain for at least two windows"))
+	}
+	lo, hi := slices.Min(cfg.backlogs), slices.Max(cfg.backlogs)
+	name, goal = fmt.Sprintf("backlog: drain rate with %d pending vs %d", hi, lo), fmt.Sprintf(">= %.0f %%", backlogGoal)
+	small, ok1 := res.get(fmt.Sprintf("backlog/%d/rate", lo))
+	big, ok2 := res.get(fmt.Sprintf("backlog/%d/rate", hi))
+	if ok1 && ok2 && lo < hi {
+		ratio := 100 * big / small
+		ts = append(ts, target{name, fmt.Sprintf("%s vs %s events/s = %.0f %%", format(big), format(small), ratio), goal, atLeast(ratio, backlogGoal, "points")})
+	} else {
+		ts = append(ts, missing(name, goal, "run backlog with two sizes"))
+	}
+	hwm := math.Inf(-1)
+	for _, size := range cfg.backlogs {
+		if f, ok := res.byKey[fmt.Sprintf("backlog/%d/hwm", size)]; ok {
+			hwm = max(hwm, slices.Max(f.values))
+		}
+	}
+	name, goal = "relay peak RSS, any backlog (largest of all runs)", fmt.Sprintf("<= %.0f MiB", relayRSSGoal)
+	if math.IsInf(hwm, -1) {
+		ts = append(ts, missing(name, goal, "run backlog"))
+	} else {
+		ts = append(ts, target{name, fmt.Sprintf("%.1f MiB", hwm), goal, atMost(hwm, relayRSSGoal, "MiB")})
+	}
+	return ts
+}
+
+// target is one goal of the issue, checked against the medians.
+type target struct {
+	name     string
+	measured string
+	goal     string
+	verdict  string
+}
+
+func printTargets(w io.Writer, ts []target) {
+	if len(ts) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "### Targets")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| target | measured (median) | goal | verdict |")
+	fmt.Fprintln(w, "| --- | --- | --- | --- |")
+	for _, t := range ts {
+		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", t.name, t.measured, t.goal, t.verdict)
+	}
+	fmt.Fprintln(w)
+}
+
+// atLeast judges v against a floor, saying by how much it misses.
+func atLeast(v, goal float64, unit string) string {
+	if v >= goal {
+		return "met"
+	}
+	return fmt.Sprintf("missed by %s %s (%.0f %% short)", format(goal-v), unit, 100*(goal-v)/goal)
+}
+
+// atMost judges v against a ceiling.
+func atMost(v, goal float64, unit string) string {
+	if v <= goal {
+		return "met"
+	}
+	return fmt.Sprintf("missed by %s %s (%.1fx the goal)", format(v-goal), unit, v/goal)
+}

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// verdicts runs targets on a run of the drain with args and the given
+// medians, and returns each target's verdict by the start of its name.
+func verdicts(t *testing.T, args []string, medians map[string]float64) map[string]target {
+	t.Helper()
+	cfg, err := parseConfig(append([]string{"-only", "ceiling,drain"}, args...), io.Discard)
+	require.NoError(t, err)
+	res := newResults()
+	for k, v := range medians {
+		res.add(k, "s", k, "u", v, "")
+	}
+	out := map[string]target{}
+	for _, tg := range targets(cfg, res) {
+		out[tg.name] = tg
+	}
+	return out
+}
+
+// find returns the target whose name starts with prefix.
+func find(t *testing.T, ts map[string]target, prefix string) target {
+	t.Helper()
+	for name, tg := range ts {
+		if strings.HasPrefix(name, prefix) {
+			return tg
+		}
+	}
+	require.Failf(t, "no target", "%q among %v", prefix, ts)
+	return target{}
+}
+
+func TestTargets(t *testing.T) {
+	t.Parallel()
+	medians := map[string]float64{
+		ceilDeliver50:                          48000,
+		"drain/auto:dropped/b50/c50/l0/rfalse": 20000, // 0.42 of the ceiling
+		"drain/auto:dropped/b50/c50/l0/rtrue":  18000, // 0.90 of the same without
+		"drain/auto:sends/b50/c50/l0/rfalse":   4800,  // 0.10
+		"drain/auto:sends/b50/c50/l0/rtrue":    3600,  // 0.75
+		"drain/shared/b500/c500/l0/rfalse":     36000, // 0.75, the best
+		"drain/shared/b500/c500/l0/rtrue":      40000, // faster with the rules: not a best setting
+	}
+	args := []string{"-drain", "auto:dropped/50/50,auto:sends/50/50,shared/500/500", "-rules"}
+
+	t.Run("NoBaseline", func(t *testing.T) {
+		t.Parallel()
+		ts := verdicts(t, args, medians)
+		dropped := find(t, ts, "default drain, a module whose provider drops")
+		require.Contains(t, dropped.measured, "20000 events/s = 0.42 of 48000")
+		require.Equal(t, ">= 0.50 of the ceiling", dropped.goal)
+		require.True(t, strings.HasPrefix(dropped.verdict, "missed by 0.0833 of the ceiling"), dropped.verdict)
+		require.Equal(t, "no baseline (give -baseline)", find(t, ts, "default drain, a module with no protection").verdict)
+		best := find(t, ts, "best drain setting")
+		require.Contains(t, best.measured, "shared/500/500: 36000")
+		require.Equal(t, "met", best.verdict)
+		require.Equal(t, "met", find(t, ts, "the recipient rules and the timeline, auto:dropped/50/50").verdict)
+		require.True(t, strings.HasPrefix(find(t, ts, "the recipient rules and the timeline, auto:sends/50/50").verdict, "missed by 0.1"))
+		require.Equal(t, notMeasured, find(t, ts, "steady 1000/s").verdict, "steady did not run")
+		require.Equal(t, notMeasured, find(t, ts, "relay peak RSS").verdict)
+	})
+	t.Run("Baseline", func(t *testing.T) {
+		t.Parallel()
+		met := verdicts(t, append(args, "-baseline", "0.1"), medians)
+		require.Equal(t, "met", find(t, met, "default drain, a module with no protection").verdict)
+		missed := verdicts(t, append(args, "-baseline", "0.12"), medians)
+		require.True(t, strings.HasPrefix(find(t, missed, "default drain, a module with no protection").verdict, "missed by 0.02 of the ceiling"))
+	})
+	t.Run("NoCeiling", func(t *testing.T) {
+		t.Parallel()
+		without := map[string]float64{}
+		for k, v := range medians {
+			if k != ceilDeliver50 {
+				without[k] = v
+			}
+		}
+		ts := verdicts(t, args, without)
+		require.Equal(t, notMeasured, find(t, ts, "best drain setting").verdict)
+		require.Contains(t, find(t, ts, "best drain setting").measured, "run the ceiling")
+	})
+}
