@@ -1,9 +1,11 @@
 package notification
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -34,6 +36,17 @@ const (
 	QuietHoursJitterDefault = 5 * time.Minute
 	// DedupRetentionDefault remembers dedup keys as long as inbox claims.
 	DedupRetentionDefault = InboxRetentionDefault
+	// TransientLimitDefault and TransientWindowDefault suppress an address
+	// after five transient failures reported within two weeks: a mailbox
+	// full for that long, or a handset unreachable, is as good as gone.
+	TransientLimitDefault  = 5
+	TransientWindowDefault = 14 * 24 * time.Hour
+	// ReceiptsAfterDefault is how long after a delivery its receipts are
+	// fetched: the fifteen minutes Expo advises to wait.
+	ReceiptsAfterDefault = 15 * time.Minute
+	// ReceiptsKeepDefault is how long a provider keeps receipts: Expo
+	// keeps them for a day.
+	ReceiptsKeepDefault = 24 * time.Hour
 )
 
 // ErrConfig marks an invalid Config; the error names the field.
@@ -126,6 +139,28 @@ type Config struct {
 	// DedupRetentionDefault (28 days).
 	DedupRetention time.Duration
 
+	// Resolvers maps a channel to the Resolver that turns its requests'
+	// recipients into the addresses they go to, for requests that name a
+	// person (a user id) and leave the address to the moment of delivery.
+	// A channel without one delivers to the recipient as staged. The map
+	// is copied.
+	Resolvers map[string]Resolver
+
+	// TransientLimit transient failures reported for one address (a soft
+	// bounce, a delay, an unreachable handset) within TransientWindow
+	// suppress it, with ReasonTransientLimit. Default
+	// TransientLimitDefault (5); negative is an error.
+	TransientLimit int
+
+	// TransientWindow is how far back transient failures count. Default
+	// TransientWindowDefault (14 days); negative is an error.
+	TransientWindow time.Duration
+
+	// Receipts maps a channel to the provider's receipts to fetch for each
+	// request it delivered, some time after (Expo's push receipts): see
+	// Receipts. The map is copied.
+	Receipts map[string]Receipts
+
 	// Logger receives the dispatcher's logs. Nil discards them.
 	Logger *slog.Logger
 
@@ -150,6 +185,22 @@ func (c Config) withDefaults() Config {
 	}
 	if c.DedupRetention == 0 {
 		c.DedupRetention = DedupRetentionDefault
+	}
+	if c.TransientLimit == 0 {
+		c.TransientLimit = TransientLimitDefault
+	}
+	if c.TransientWindow == 0 {
+		c.TransientWindow = TransientWindowDefault
+	}
+	c.Resolvers = maps.Clone(c.Resolvers)
+	if len(c.Receipts) > 0 {
+		receipts := make(map[string]Receipts, len(c.Receipts))
+		for ch, r := range c.Receipts {
+			r.After = cmp.Or(r.After, ReceiptsAfterDefault)
+			r.Keep = cmp.Or(r.Keep, ReceiptsKeepDefault)
+			receipts[ch] = r
+		}
+		c.Receipts = receipts
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -191,6 +242,33 @@ func (c Config) validate() error {
 	}
 	if c.DedupRetention < 0 {
 		return fmt.Errorf("%w: DedupRetention is negative", ErrConfig)
+	}
+	if c.TransientLimit < 0 {
+		return fmt.Errorf("%w: TransientLimit is negative", ErrConfig)
+	}
+	if c.TransientWindow < 0 {
+		return fmt.Errorf("%w: TransientWindow is negative", ErrConfig)
+	}
+	for channel, r := range c.Resolvers {
+		if _, ok := c.Deliveries[channel]; !ok {
+			return fmt.Errorf("%w: Resolvers[%q] names no channel of Deliveries", ErrConfig, channel)
+		}
+		if r == nil {
+			return fmt.Errorf("%w: Resolvers[%q] is nil", ErrConfig, channel)
+		}
+	}
+	for channel, r := range c.Receipts {
+		switch _, ok := c.Deliveries[channel]; {
+		case !ok:
+			return fmt.Errorf("%w: Receipts[%q] names no channel of Deliveries", ErrConfig, channel)
+		case r.Fetcher == nil:
+			return fmt.Errorf("%w: Receipts[%q].Fetcher is nil", ErrConfig, channel)
+		case r.After < 0 || r.Keep < 0:
+			return fmt.Errorf("%w: Receipts[%q].After or .Keep is negative", ErrConfig, channel)
+		case r.Keep <= r.After:
+			return fmt.Errorf("%w: Receipts[%q].Keep (%s) must exceed .After (%s): the receipts would be gone when fetched",
+				ErrConfig, channel, r.Keep, r.After)
+		}
 	}
 	for name, cat := range c.Categories {
 		if err := ident.Check("Categories key", name); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/lib/pq"
 
+	"github.com/tidings-go/tidings/notification/feedback"
 	"github.com/tidings-go/tidings/relay"
 )
 
@@ -20,13 +21,15 @@ import (
 // request a rule ends is processed, not dead: no bulk re-emit of dead
 // requests sends it; Status.Outcome says what became of it.
 const (
-	CodeSkipped         = "policy.skipped"     // a preference or a category's default stopped it
-	CodeQuietHours      = "policy.quiet_hours" // deferred to the end of the subject's quiet window
-	CodeExpired         = "policy.expired"     // past Request.ExpiresAt before it could go out
-	CodeDuplicate       = "policy.duplicate"   // another request with its dedup key was delivered first
-	CodeDedupWait       = "policy.dedup_wait"  // waits for a request with its dedup key in the same transaction
-	CodeUnknownCategory = "category.unknown"   // Config.Categories does not declare its category
-	CodeSecretErased    = "secret.erased"      // re-emitted after its secrets were erased
+	CodeSkipped         = "policy.skipped"       // a preference or a category's default stopped it
+	CodeQuietHours      = "policy.quiet_hours"   // deferred to the end of the subject's quiet window
+	CodeExpired         = "policy.expired"       // past Request.ExpiresAt before it could go out
+	CodeDuplicate       = "policy.duplicate"     // another request with its dedup key was delivered first
+	CodeDedupWait       = "policy.dedup_wait"    // waits for a request with its dedup key in the same transaction
+	CodeUnknownCategory = "category.unknown"     // Config.Categories does not declare its category
+	CodeSecretErased    = "secret.erased"        // re-emitted after its secrets were erased
+	CodeSuppressed      = "policy.suppressed"    // its address is suppressed (a bounce, a complaint, an unsubscribe)
+	CodeUnresolved      = "recipient.unresolved" // its channel's Resolver knows no address for its recipient
 )
 
 // Outcome is what became of a processed request.
@@ -34,10 +37,11 @@ type Outcome string
 
 // Outcomes of a processed request (Status.Outcome).
 const (
-	OutcomeDelivered Outcome = "delivered" // the provider accepted it
-	OutcomeSkipped   Outcome = "skipped"   // a preference or a category's default stopped it
-	OutcomeExpired   Outcome = "expired"   // it expired before it could go out
-	OutcomeDuplicate Outcome = "duplicate" // a request with its dedup key was delivered first
+	OutcomeDelivered  Outcome = "delivered"  // the provider accepted it
+	OutcomeSkipped    Outcome = "skipped"    // a preference or a category's default stopped it
+	OutcomeExpired    Outcome = "expired"    // it expired before it could go out
+	OutcomeDuplicate  Outcome = "duplicate"  // a request with its dedup key was delivered first
+	OutcomeSuppressed Outcome = "suppressed" // its address is suppressed
 )
 
 // outcomeOf is the Outcome of a processed request settled with code.
@@ -49,6 +53,8 @@ func outcomeOf(code string) Outcome {
 		return OutcomeExpired
 	case CodeDuplicate:
 		return OutcomeDuplicate
+	case CodeSuppressed:
+		return OutcomeSuppressed
 	}
 	return OutcomeDelivered
 }
@@ -56,18 +62,47 @@ func outcomeOf(code string) Outcome {
 // The rules a decision names, as the metric MetricDecisions counts them
 // (AttrRule) and the timeline's detail says.
 const (
-	RulePreference = "preference"
-	RuleQuietHours = "quiet_hours"
-	RuleExpiry     = "expiry"
-	RuleDedup      = "dedup"
+	RulePreference  = "preference"
+	RuleQuietHours  = "quiet_hours"
+	RuleExpiry      = "expiry"
+	RuleDedup       = "dedup"
+	RuleSuppression = "suppression"
 )
 
-// rules is what the recipient rules read of one batch's subjects, in one
-// query per rule, and the database's clock.
+// rules is what the recipient rules read of one batch's subjects and
+// addresses, in one statement, and the database's clock.
 type rules struct {
 	now         time.Time
 	preferences map[string][]Preference
 	quiet       map[string]quietOf
+	suppressed  map[destination][]Suppression
+}
+
+// destination is a channel and an address on it, normalised.
+type destination struct{ channel, address string }
+
+// destinationOf is where j goes: its channel, and its (resolved)
+// recipient normalised as suppressions are.
+func destinationOf(j job) destination {
+	return destination{j.p.Channel, feedback.NormalizeAddress(j.p.Channel, j.p.Recipient)}
+}
+
+// suppressionOf returns the suppression that stops j: of its address, in
+// every category or in j's.
+func (r rules) suppressionOf(j job) (Suppression, bool) {
+	for _, s := range r.suppressed[destinationOf(j)] {
+		if s.Scope == "" || s.Scope == j.req.Category {
+			return s, true
+		}
+	}
+	return Suppression{}, false
+}
+
+// detail is what a request's timeline says of the suppression that
+// stopped it: never the address.
+func (s Suppression) detail() map[string]any {
+	return map[string]any{"rule": RuleSuppression, "channel": s.Channel, "scope": s.Scope, "class": string(s.Class),
+		"reason": s.Reason, "provider": s.Provider, "source": s.Source, "since": s.CreatedAt}
 }
 
 // quietOf is a subject's quiet hours with their zone loaded.
@@ -76,14 +111,19 @@ type quietOf struct {
 	loc *time.Location
 }
 
-// readRules reads the preferences and quiet hours of subjects, and the
-// database's clock, in one statement.
-func (d *Dispatcher) readRules(ctx context.Context, bind *binding, subjects []string) (rules, error) {
-	r := rules{now: time.Now(), preferences: map[string][]Preference{}, quiet: map[string]quietOf{}}
-	if len(subjects) == 0 {
+// readRules reads the preferences and quiet hours of subjects, the
+// suppressions of dests, and the database's clock, in one statement.
+func (d *Dispatcher) readRules(ctx context.Context, bind *binding, subjects []string, dests []destination) (rules, error) {
+	r := rules{now: time.Now(), preferences: map[string][]Preference{}, quiet: map[string]quietOf{},
+		suppressed: map[destination][]Suppression{}}
+	if len(subjects) == 0 && len(dests) == 0 {
 		return r, nil
 	}
-	rows, err := bind.db.QueryContext(ctx, bind.policy.batchRules, pq.Array(subjects))
+	channels, addresses := make([]string, len(dests)), make([]string, len(dests))
+	for i, dst := range dests {
+		channels[i], addresses[i] = dst.channel, dst.address
+	}
+	rows, err := bind.db.QueryContext(ctx, bind.policy.batchRules, pq.Array(subjects), pq.Array(channels), pq.Array(addresses))
 	if err != nil {
 		return r, fmt.Errorf("read the recipient rules: %w", err)
 	}
@@ -107,6 +147,21 @@ func (d *Dispatcher) readRules(ctx context.Context, bind *binding, subjects []st
 			if q, ok := d.quietOf(ctx, zone.String, windows); ok {
 				r.quiet[subject] = q
 			}
+		case "s":
+			// subject holds the address, category the scope, zone the
+			// reason, windows the rest.
+			sp := Suppression{Channel: channel.String, Address: subject, Scope: category.String, Reason: zone.String, CreatedAt: at.Time}
+			var rest struct {
+				Class    feedback.Class `json:"class"`
+				Provider string         `json:"provider"`
+				Source   string         `json:"source"`
+			}
+			if err := json.Unmarshal(windows, &rest); err != nil {
+				return r, fmt.Errorf("read the recipient rules: a suppression: %w", err)
+			}
+			sp.Class, sp.Provider, sp.Source = rest.Class, rest.Provider, rest.Source
+			dst := destination{sp.Channel, sp.Address}
+			r.suppressed[dst] = append(r.suppressed[dst], sp)
 		}
 	}
 	if err := rows.Err(); err != nil {
@@ -143,16 +198,21 @@ func (d *Dispatcher) quietOf(ctx context.Context, zone string, windows []byte) (
 // in one query each, after the relay claimed the batch, so they see every
 // change committed with the write that staged a request.
 func (d *Dispatcher) decide(ctx context.Context, bind *binding, b *relay.Batch, jobs []job) []job {
+	jobs = d.resolve(ctx, b, jobs)
 	var subjects []string
+	var dests []destination
 	for _, j := range jobs {
 		if j.req.Subject != "" && !slices.Contains(subjects, j.req.Subject) {
 			subjects = append(subjects, j.req.Subject)
 		}
+		if dst := destinationOf(j); !slices.Contains(dests, dst) {
+			dests = append(dests, dst)
+		}
 	}
-	r, err := d.readRules(ctx, bind, subjects)
+	r, err := d.readRules(ctx, bind, subjects, dests)
 	if err != nil {
 		for _, j := range jobs {
-			b.Answer(j.i, d.unsureOf(j, err))
+			b.Answer(j.i, d.unsureOf(j.rec, err))
 		}
 		return nil
 	}
@@ -162,6 +222,76 @@ func (d *Dispatcher) decide(ctx context.Context, bind *binding, b *relay.Batch, 
 			b.Answer(j.i, res)
 			continue
 		}
+		keep = append(keep, j)
+	}
+	return keep
+}
+
+// Resolver turns the recipients of one channel's requests into the
+// addresses their delivery sends to, for requests that name a person (a
+// user id) and leave the address to the moment of delivery: a number
+// corrected after a failure is then the one a re-emitted request uses.
+// The dispatcher calls it once per claimed batch and channel, with the
+// distinct recipients, before the recipient rules, so that the
+// suppression of an address applies to the requests that resolve to it,
+// and hands the delivery the address as Pending.Recipient.
+//
+// The map answers each recipient it knows; a recipient it leaves out ends
+// its requests dead with the code recipient.unresolved (re-emit them once
+// the address exists). An error offers the channel's requests of the
+// batch again later, without counting an attempt. It is called
+// concurrently for different batches.
+type Resolver interface {
+	Resolve(ctx context.Context, recipients []string) (map[string]string, error)
+}
+
+// ResolverFunc makes a plain function a Resolver.
+type ResolverFunc func(ctx context.Context, recipients []string) (map[string]string, error)
+
+// Resolve calls f(ctx, recipients).
+func (f ResolverFunc) Resolve(ctx context.Context, recipients []string) (map[string]string, error) {
+	return f(ctx, recipients)
+}
+
+// resolve gives the jobs of channels with a Resolver their addresses, one
+// call per channel, answers those it cannot resolve, and returns the
+// others.
+func (d *Dispatcher) resolve(ctx context.Context, b *relay.Batch, jobs []job) []job {
+	byChannel := map[string][]string{}
+	for _, j := range jobs {
+		if _, ok := d.cfg.Resolvers[j.p.Channel]; ok && !slices.Contains(byChannel[j.p.Channel], j.p.Recipient) {
+			byChannel[j.p.Channel] = append(byChannel[j.p.Channel], j.p.Recipient)
+		}
+	}
+	if len(byChannel) == 0 {
+		return jobs
+	}
+	addresses := map[string]map[string]string{}
+	failed := map[string]error{}
+	for channel, recipients := range byChannel {
+		m, err := d.cfg.Resolvers[channel].Resolve(ctx, recipients)
+		if err != nil {
+			failed[channel] = fmt.Errorf("resolve the recipients of channel %q: %w", channel, err)
+		}
+		addresses[channel] = m
+	}
+	keep := jobs[:0]
+	for _, j := range jobs {
+		if _, ok := byChannel[j.p.Channel]; !ok {
+			keep = append(keep, j)
+			continue
+		}
+		if err := failed[j.p.Channel]; err != nil {
+			b.Answer(j.i, d.unsureOf(j.rec, err))
+			continue
+		}
+		address, ok := addresses[j.p.Channel][j.p.Recipient]
+		if !ok || address == "" {
+			b.Answer(j.i, relay.Dead(fmt.Errorf("the Resolver of channel %q has no address for the recipient", j.p.Channel)).
+				WithCode(CodeUnresolved))
+			continue
+		}
+		j.p.Recipient = address
 		keep = append(keep, j)
 	}
 	return keep
@@ -182,6 +312,13 @@ func (d *Dispatcher) decideOne(r rules, j job) (res relay.Result, decided bool) 
 	if len(req.SecretKeys) > 0 && j.rec.Secret == nil {
 		return relay.Dead(errors.New("the request's secrets were erased when it ended; stage a new request")).
 			WithCode(CodeSecretErased), true
+	}
+	if sp, ok := r.suppressionOf(j); ok {
+		// Before the critical bypass: a bounced address takes no mail,
+		// and an unsubscribed number must not be texted, whatever the
+		// request is about.
+		d.tel.decided(j.p.Channel, RuleSuppression)
+		return relay.Done().WithCode(CodeSuppressed).WithDetail(sp.detail()), true
 	}
 	if req.Critical || cat.Critical {
 		return relay.Result{}, false

@@ -71,6 +71,7 @@ type binding struct {
 	db      *sql.DB
 	schema  string
 	inbox   *inbox.Inbox
+	outbox  *relay.Outbox
 	policy  policyQueries
 	timeout time.Duration // the DeliveryTimeout in effect
 }
@@ -162,7 +163,11 @@ func (d *Dispatcher) Prepare(_ context.Context, db *sql.DB, rc relay.Config) err
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	d.bound = &binding{db: db, schema: rc.Schema, inbox: ib, policy: newPolicyQueries(rc.Schema), timeout: timeout}
+	ob, err := relay.NewOutbox(&relay.OutboxConfig{Schema: rc.Schema, TracerProvider: d.cfg.TracerProvider})
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	d.bound = &binding{db: db, schema: rc.Schema, inbox: ib, outbox: ob, policy: newPolicyQueries(rc.Schema), timeout: timeout}
 	return nil
 }
 
@@ -196,23 +201,56 @@ type job struct {
 }
 
 // HandleBatch delivers a claimed batch: the relay calls it. Records of
-// another kind than Kind are done at once; undecodable requests and
-// requests for a channel without a delivery are dead with a reason that
-// says so. The requests of each shared channel go through one transaction,
-// every other request through one of its own, all at once.
+// another kind than Kind, KindReport and KindReceipts are done at once;
+// undecodable requests and requests for a channel without a delivery are
+// dead with a reason that says so. The requests of each shared channel go
+// through one transaction, every other request through one of its own,
+// all at once.
+//
+// A provider's report (KindReport) is applied once, through the inbox,
+// in one transaction with its effects:
+//
+//   - a permanent failure (a hard bounce, an unknown number, a push token
+//     the device dropped), a complaint and an unsubscribe suppress the
+//     address the report names (see Suppression), and end the module's
+//     pending requests to it as suppressed: those a delivery holds are
+//     waited for, and stay delivered if it commits;
+//   - a transient failure is counted; TransientLimit of them within
+//     TransientWindow suppress the address;
+//   - a resubscribe (an SMS START) lifts the address's suppressions of
+//     class unsubscribe;
+//   - a problem on our side (content filtering, sender reputation,
+//     credentials, payload size) never suppresses a person: it is logged
+//     and counted (MetricFeedback);
+//   - the requests the report is about, found by the provider's reference
+//     their delivery returned, get a "feedback" entry on their timelines.
+//
+// Only the address that failed is concerned: a report that cannot tell
+// which recipient failed names none (package feedback), and a push
+// receipt that names only the ticket concerns the token of the request
+// the ticket was for. A report without an address changes nothing but
+// the timelines.
 func (d *Dispatcher) HandleBatch(ctx context.Context, b *relay.Batch) {
 	bind := d.binding()
 	var jobs []job
 	var groups [][]job
+	var reports, receipts []int
 	shared := map[string]int{} // channel -> its group
 	for i := range b.Len() {
 		rec := b.Record(i)
-		if rec.Kind != Kind {
+		known := rec.Kind == Kind || rec.Kind == KindReport || rec.Kind == KindReceipts
+		switch {
+		case !known:
 			b.Answer(i, relay.Done().WithCode(CodeIgnored))
 			continue
-		}
-		if bind == nil {
+		case bind == nil:
 			b.Answer(i, relay.Dead(ErrNotPrepared).WithCode(CodeNotPrepared))
+			continue
+		case rec.Kind == KindReport:
+			reports = append(reports, i)
+			continue
+		case rec.Kind == KindReceipts:
+			receipts = append(receipts, i)
 			continue
 		}
 		req, err := decode(rec.Payload)
@@ -259,6 +297,12 @@ func (d *Dispatcher) HandleBatch(ctx context.Context, b *relay.Batch) {
 	var wg sync.WaitGroup
 	for _, jobs := range groups {
 		wg.Go(func() { d.deliverAll(ctx, bind, b, jobs) })
+	}
+	if len(reports) > 0 {
+		wg.Go(func() { d.applyReports(ctx, bind, b, reports) })
+	}
+	if len(receipts) > 0 {
+		wg.Go(func() { d.fetchReceipts(ctx, bind, b, receipts) })
 	}
 	wg.Wait()
 }
@@ -313,6 +357,10 @@ func (d *Dispatcher) deliverAll(ctx context.Context, bind *binding, b *relay.Bat
 		send[k] = first[j.p.ID] && !stopped
 	}
 	outs := d.deliverClaimed(ctx, bind, tx, jobs, send)
+	delivered := make([]bool, len(jobs))
+	for k := range jobs {
+		delivered[k] = send[k] && outs[k].Kind() == delivery.KindDelivered
+	}
 	idx := make([]int, len(jobs))
 	results := make([]relay.Result, len(jobs))
 	var release []uuid.UUID
@@ -344,7 +392,7 @@ func (d *Dispatcher) deliverAll(ctx context.Context, bind *binding, b *relay.Bat
 		// the others' outcomes stand, settled by the relay instead.
 		for k, j := range jobs {
 			if first[j.p.ID] && outs[k].Kind() == delivery.KindDelivered {
-				b.Answer(j.i, d.unsureOf(j, fmt.Errorf("delivered, but the claim's commit failed: %w", err)))
+				b.Answer(j.i, d.unsureOf(j.rec, fmt.Errorf("delivered, but the claim's commit failed: %w", err)))
 				continue
 			}
 			b.Answer(j.i, results[k])
@@ -359,6 +407,10 @@ func (d *Dispatcher) deliverAll(ctx context.Context, bind *binding, b *relay.Bat
 		// a dedup key writes its outcome with the key, whose duplicates
 		// read its reference from its row.
 		if len(release) == 0 && first[jobs[0].p.ID] {
+			if err := d.stageReceipts(txCtx, bind, tx, jobs, outs, delivered); err != nil {
+				notCommitted(err)
+				return
+			}
 			if err := tx.Commit(); err != nil {
 				notCommitted(err)
 				return
@@ -379,6 +431,10 @@ func (d *Dispatcher) deliverAll(ctx context.Context, bind *binding, b *relay.Bat
 			notCommitted(fmt.Errorf("release dedup keys: %w", err))
 			return
 		}
+	}
+	if err := d.stageReceipts(txCtx, bind, tx, jobs, outs, delivered); err != nil {
+		notCommitted(err)
+		return
 	}
 	if err := b.SettleIn(txCtx, tx, idx, results); err != nil {
 		notCommitted(err)
@@ -471,17 +527,17 @@ func (d *Dispatcher) failed(j job, out delivery.Outcome) relay.Result {
 // before any delivery, which is no fault of theirs.
 func (d *Dispatcher) unsure(b *relay.Batch, jobs []job, err error) {
 	for _, j := range jobs {
-		b.Answer(j.i, d.unsureOf(j, err))
+		b.Answer(j.i, d.unsureOf(j.rec, err))
 	}
 }
 
-// unsureOf is the answer for a failure of j's claim transaction: offered
+// unsureOf is the answer for a failure of rec's claim transaction: offered
 // again without counting an attempt, backed off by the failures so far so
 // that a flapping connection does not spend the relay's MaxUnsure in a
 // minute.
-func (d *Dispatcher) unsureOf(j job, err error) relay.Result {
-	d.log.Warn("claim's transaction failed; offering the request again", "outbox_id", j.p.ID, "err", err)
-	return relay.Unsure(d.cfg.Policy.Delay(j.rec.Unsure+1), err).WithCode(CodeClaimFailed)
+func (d *Dispatcher) unsureOf(rec relay.Record, err error) relay.Result {
+	d.log.Warn("claim's transaction failed; offering the record again", "outbox_id", rec.ID, "err", err)
+	return relay.Unsure(d.cfg.Policy.Delay(rec.Unsure+1), err).WithCode(CodeClaimFailed)
 }
 
 // deliver calls the delivery, in a span of its own inside the staging
@@ -506,8 +562,9 @@ func (d *Dispatcher) deliver(ctx context.Context, j job) (out delivery.Outcome) 
 	return j.ch.dl.Deliver(ctx, j.p)
 }
 
-// Purge deletes the dispatcher's inbox claims older than InboxRetention
-// and its dedup keys older than DedupRetention.
+// Purge deletes the dispatcher's inbox claims older than InboxRetention,
+// its dedup keys older than DedupRetention, and the transient failures of
+// addresses last reported longer than TransientWindow ago.
 // The relay supervisor calls it on each purge pass.
 func (d *Dispatcher) Purge(ctx context.Context) (int64, error) {
 	bind := d.binding()
@@ -522,5 +579,11 @@ func (d *Dispatcher) Purge(ctx context.Context) (int64, error) {
 	if err != nil {
 		return n + keys, fmt.Errorf("notification: purge dedup keys: %w", err)
 	}
-	return n + keys, nil
+	// An address's transient failures older than the window count no
+	// more.
+	failures, err := purge.Batches(ctx, bind.db, bind.policy.purgeTransient, d.cfg.TransientWindow, inbox.PurgeBatchDefault)
+	if err != nil {
+		return n + keys + failures, fmt.Errorf("notification: purge transient failures: %w", err)
+	}
+	return n + keys + failures, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -12,6 +13,7 @@ import (
 	"github.com/tidings-go/tidings"
 	"github.com/tidings-go/tidings/delivery"
 	"github.com/tidings-go/tidings/notification"
+	"github.com/tidings-go/tidings/notification/feedback"
 	"github.com/tidings-go/tidings/relay"
 )
 
@@ -127,4 +129,55 @@ func exampleSetup() (context.Context, *sql.DB) {
 		panic(err)
 	}
 	return context.Background(), db
+}
+
+// Mount the receivers of a provider's reports on the service's mux: each
+// report is staged for the bookings relay, whose dispatcher applies it
+// once (a hard bounce suppresses the address, an SMS STOP the number).
+func ExampleClient_FeedbackStore() {
+	_, db := exampleSetup()
+	c, err := notification.NewClient(db, nil)
+	if err != nil {
+		panic(err)
+	}
+	store, err := c.FeedbackStore("bookings")
+	if err != nil {
+		panic(err)
+	}
+	resend, err := feedback.NewResend(&feedback.ResendConfig{Secrets: []string{os.Getenv("RESEND_WEBHOOK_SECRET")}}, store)
+	if err != nil {
+		panic(err)
+	}
+	twilio, err := feedback.NewTwilio(&feedback.TwilioConfig{URL: "https://api.example.com/feedback/twilio",
+		AuthTokens: []string{os.Getenv("TWILIO_AUTH_TOKEN")}}, store)
+	if err != nil {
+		panic(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("POST /feedback/resend", resend)
+	mux.Handle("POST /feedback/twilio", twilio)
+	srv := &http.Server{Addr: ":8080", Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	panic(srv.ListenAndServe())
+}
+
+// An unsubscribe link: the suppression commits with the rest of what the
+// click changes, and no marketing mail goes to the address from then on.
+func ExampleClient_Suppress() {
+	ctx, db := exampleSetup()
+	c, err := notification.NewClient(db, nil)
+	if err != nil {
+		panic(err)
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		panic(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if err := c.Suppress(ctx, tx, notification.Suppression{Channel: "mail", Address: "driver@example.com",
+		Scope: "marketing", Source: "unsubscribe link"}); err != nil {
+		panic(err)
+	}
+	if err := tx.Commit(); err != nil {
+		panic(err)
+	}
 }

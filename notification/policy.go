@@ -23,7 +23,8 @@ import (
 var migrationFiles embed.FS
 
 // Migrations returns the SQL migrations of the recipient rules' tables
-// (preferences, quiet hours, dedup keys), named as golang-migrate
+// (preferences, quiet hours, dedup keys, suppressed addresses and the
+// transient failures that lead to them), named as golang-migrate
 // expects. tidings.Migrate applies them with the outbox and the inbox.
 func Migrations() fs.FS { return migrate.Dir(migrationFiles) }
 
@@ -173,12 +174,18 @@ type policyQueries struct {
 	batchRules string
 	// The dedup keys of one claim's transaction.
 	claimKeys, readKeys, releaseKeys, purgeKeys string
+	// Suppressed addresses, and the transient failures that lead to one.
+	suppress, lift, liftUnsubscribed, suppressions string
+	countTransient, clearTransient, purgeTransient string
+	// The pending requests of a module and channel that may go to an
+	// address.
+	pendingTo string
 }
 
 func newPolicyQueries(schema string) policyQueries {
 	s := ident.Quote(schema)
 	r := strings.NewReplacer("{preference}", s+".preference", "{quiet}", s+".quiet_hours", "{dedup}", s+".dedup",
-		"{outbox}", s+".outbox")
+		"{outbox}", s+".outbox", "{suppression}", s+".suppression", "{transient}", s+".transient_failure")
 	return policyQueries{
 		setPreference: r.Replace(`INSERT INTO {preference} (subject, category, channel, enabled) VALUES ($1, $2, $3, $4)
 			ON CONFLICT (subject, category, channel) DO UPDATE SET enabled = excluded.enabled, updated_at = now()`),
@@ -190,12 +197,18 @@ func newPolicyQueries(schema string) policyQueries {
 		deleteQuiet: r.Replace(`DELETE FROM {quiet} WHERE subject = $1`),
 		quiet:       r.Replace(`SELECT time_zone, windows FROM {quiet} WHERE subject = $1`),
 
-		// Preferences (p) and quiet hours (q) of a batch's subjects in one
-		// round trip, and the database's clock, whether there are rows.
+		// Preferences (p) and quiet hours (q) of a batch's subjects, and
+		// the suppressions (s) of its channels ($2) and addresses ($3), in
+		// one round trip, and the database's clock, whether there are
+		// rows.
 		batchRules: r.Replace(`SELECT 'p', subject, category, channel, enabled, updated_at, NULL, NULL FROM {preference}
 			WHERE subject = ANY($1::text[])
 			UNION ALL
 			SELECT 'q', subject, NULL, NULL, NULL, NULL, time_zone, windows FROM {quiet} WHERE subject = ANY($1::text[])
+			UNION ALL
+			SELECT 's', address, scope, channel, NULL, created_at, reason,
+				jsonb_build_object('class', class, 'provider', provider, 'source', source) FROM {suppression}
+			WHERE (channel, address) IN (SELECT * FROM unnest($2::text[], $3::text[]))
 			UNION ALL
 			SELECT 'n', '', NULL, NULL, NULL, now(), NULL, NULL`),
 
@@ -211,6 +224,36 @@ func newPolicyQueries(schema string) policyQueries {
 		readKeys: r.Replace(`SELECT d.key, d.event_id, coalesce(o.result, '') FROM {dedup} d LEFT JOIN {outbox} o ON o.id = d.event_id
 			WHERE d.consumer = $1 AND d.key = ANY($2::text[])`),
 		releaseKeys: r.Replace(`DELETE FROM {dedup} WHERE consumer = $1 AND key = ANY($2::text[])`),
+		// An address suppressed already stays as it is: the first reason
+		// stands until the suppression is lifted.
+		suppress: r.Replace(`INSERT INTO {suppression} (channel, address, scope, class, reason, provider, source)
+			VALUES ($1, $2, $3, $4, $5, $6, $7)
+			ON CONFLICT (channel, address, scope) DO NOTHING`),
+		lift:             r.Replace(`DELETE FROM {suppression} WHERE channel = $1 AND address = $2 AND scope = $3`),
+		liftUnsubscribed: r.Replace(`DELETE FROM {suppression} WHERE channel = $1 AND address = $2 AND class = 'unsubscribe'`),
+		suppressions: r.Replace(`SELECT channel, address, scope, class, reason, provider, source, created_at FROM {suppression}
+			WHERE ($1 = '' OR channel = $1) AND ($2 = '' OR address = $2) AND (channel, address, scope) > ($3, $4, $5)
+			ORDER BY channel, address, scope
+			LIMIT $6`),
+		// The failures of the window ($3 seconds) and this one. The row
+		// lock of the upsert makes two reports of one address take turns,
+		// so neither misses the other's failure.
+		countTransient: r.Replace(`INSERT INTO {transient} AS t (channel, address, failed_at) VALUES ($1, $2, ARRAY[now()])
+			ON CONFLICT (channel, address) DO UPDATE SET updated_at = now(),
+				failed_at = ARRAY(SELECT f FROM unnest(t.failed_at) f WHERE f > now() - make_interval(secs => $3) ORDER BY f) || now()
+			RETURNING cardinality(failed_at)`),
+		clearTransient: r.Replace(`DELETE FROM {transient} WHERE channel = $1 AND address = $2`),
+		purgeTransient: r.Replace(`DELETE FROM {transient} t USING (
+				SELECT channel, address FROM {transient} WHERE updated_at < now() - make_interval(secs => $1)
+				LIMIT $2 FOR UPDATE SKIP LOCKED) old
+			WHERE t.channel = old.channel AND t.address = old.address`),
+		// Through outbox_due: the pending requests of module $1 and
+		// channel $2 whose recipient, lower-cased, holds $4 (the address,
+		// lower-cased): a superset of those to the address, which the
+		// caller narrows by normalising each recipient.
+		pendingTo: r.Replace(`SELECT id, payload->>'recipient' FROM {outbox}
+			WHERE module = $1 AND lane = $2 AND processed_at IS NULL AND failed_at IS NULL AND cancelled_at IS NULL
+				AND kind = $3 AND strpos(lower(payload->>'recipient'), $4) > 0`),
 		purgeKeys: r.Replace(`DELETE FROM {dedup} d USING (
 				SELECT consumer, key FROM {dedup} WHERE claimed_at < now() - make_interval(secs => $1)
 				LIMIT $2 FOR UPDATE SKIP LOCKED) old

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tidings-go/tidings/delivery"
 	"github.com/tidings-go/tidings/internal/buckets"
+	"github.com/tidings-go/tidings/notification/feedback"
 	"github.com/tidings-go/tidings/relay"
 )
 
@@ -35,12 +36,20 @@ const MetricDeliveryDuration = "tidings.notification.delivery.duration"
 // dedup key (a duplicate).
 const MetricDecisions = "tidings.notification.decisions"
 
+// MetricFeedback counts the providers' reports the dispatcher applied, by
+// provider and class (AttrProvider, AttrClass): class our_side is what the
+// operator has to fix (credentials, content filtering, sender
+// reputation), never a person's address.
+const MetricFeedback = "tidings.notification.feedback"
+
 // Metric and span attribute keys. Their values are never a recipient, a
 // request id or data.
 const (
-	AttrChannel = "tidings.channel" // the request's channel
-	AttrAnswer  = "tidings.answer"  // the delivery's answer: delivered, retry, reject or invalid
-	AttrRule    = "tidings.rule"    // the recipient rule that decided: RulePreference, RuleQuietHours, RuleExpiry, RuleDedup
+	AttrChannel  = "tidings.channel"  // the request's channel
+	AttrAnswer   = "tidings.answer"   // the delivery's answer: delivered, retry, reject or invalid
+	AttrRule     = "tidings.rule"     // the recipient rule that decided: RulePreference, RuleQuietHours, RuleExpiry, RuleDedup, RuleSuppression
+	AttrProvider = "tidings.provider" // the provider that reported, such as "resend"
+	AttrClass    = "tidings.class"    // what the report means for the address: a feedback.Class
 )
 
 type telemetry struct {
@@ -52,6 +61,7 @@ type telemetry struct {
 	ruleSets  map[string]map[string]metric.MeasurementOption // channel, rule
 	duration  metric.Float64Histogram
 	decisions metric.Int64Counter
+	feedback  metric.Int64Counter
 }
 
 func newTelemetry(cfg Config) (telemetry, error) {
@@ -71,7 +81,7 @@ func newTelemetry(cfg Config) (telemetry, error) {
 			t.sets[channel][k] = metric.WithAttributeSet(attribute.NewSet(ch, attribute.String(AttrAnswer, k.String())))
 		}
 		t.ruleSets[channel] = map[string]metric.MeasurementOption{}
-		for _, rule := range []string{RulePreference, RuleQuietHours, RuleExpiry, RuleDedup} {
+		for _, rule := range []string{RulePreference, RuleQuietHours, RuleExpiry, RuleDedup, RuleSuppression} {
 			t.ruleSets[channel][rule] = metric.WithAttributeSet(attribute.NewSet(ch, attribute.String(AttrRule, rule)))
 		}
 	}
@@ -83,6 +93,10 @@ func newTelemetry(cfg Config) (telemetry, error) {
 	if t.decisions, err = mp.Meter(ScopeName).Int64Counter(MetricDecisions, metric.WithUnit("{request}"),
 		metric.WithDescription("Requests a recipient rule stopped or deferred.")); err != nil {
 		return t, fmt.Errorf("notification: metric %s: %w", MetricDecisions, err)
+	}
+	if t.feedback, err = mp.Meter(ScopeName).Int64Counter(MetricFeedback, metric.WithUnit("{report}"),
+		metric.WithDescription("Providers' reports applied, by provider and class.")); err != nil {
+		return t, fmt.Errorf("notification: metric %s: %w", MetricFeedback, err)
 	}
 	return t, nil
 }
@@ -110,4 +124,10 @@ func (t telemetry) decided(channel, rule string) {
 	if set, ok := t.ruleSets[channel][rule]; ok {
 		t.decisions.Add(context.Background(), 1, set)
 	}
+}
+
+// reported counts a report of provider applied, of class.
+func (t telemetry) reported(provider string, class feedback.Class) {
+	t.feedback.Add(context.Background(), 1, metric.WithAttributes(attribute.String(AttrProvider, provider),
+		attribute.String(AttrClass, string(class))))
 }

@@ -7,7 +7,8 @@
 //  1. Stage. Inside the application's own write transaction, Stage (or
 //     StageBatch) inserts one outbox row and asks PostgreSQL to wake the
 //     module's relay at commit. The row exists if and only if the write
-//     commits. It carries the trace context and baggage of the caller's
+//     commits. A message with an id of its own (Message.ID) is staged once
+//     however often it is staged. It carries the trace context and baggage of the caller's
 //     context and its correlation and causation ids.
 //  2. Wake. Supervise runs the relay of one module. It is woken right after
 //     commit (LISTEN/NOTIFY), sweeps periodically as a safety net for a lost
@@ -42,9 +43,13 @@
 //     once the cause is fixed, and Outbox.Purge (also run by the
 //     supervisor) removes settled records after their retention.
 //     Outbox.Status tells one record's story, Outbox.FindByCorrelation
-//     finds the records of one write, Outbox.Stats and Outbox.Throughput
+//     finds the records of one write, Outbox.FindByResult the records a
+//     sink processed with a result, Outbox.Stats and Outbox.Throughput
 //     what is waiting and what flowed in the last minutes; the supervisor
-//     observes Stats as gauges of its module (MetricDue, ...).
+//     observes Stats as gauges of its module (MetricDue, ...). A sink that
+//     decides about records it was not handed ends pending ones with
+//     Outbox.Finish, and notes what happened to settled ones later on
+//     their timelines with Outbox.Note.
 //
 // Delivery is at least once: a sink may see a record again after a crash
 // or an expired lease, so its effect must be idempotent (see package inbox).

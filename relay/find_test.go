@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -67,4 +68,76 @@ func TestFindByCorrelation(t *testing.T) {
 	require.ErrorContains(t, err, "correlation id is empty")
 	_, err = b.ob.FindByCorrelation(t.Context(), b.db, "order-7", "", relay.FindLimitMax+1)
 	require.ErrorContains(t, err, "limit 1001 is above FindLimitMax")
+}
+
+// A sink finds the records it processed by their result, through an
+// index; finishes records it was not handed, once, while a hand of one
+// cannot overwrite it; and notes what happened later on their timelines.
+func TestFindByResultFinishAndNote(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ids, err := b.ob.StageBatch(t.Context(), b.db, []relay.Message{
+		{Module: module, Kind: "sent", Lane: "mail", Payload: payload(1)},
+		{Module: module, Kind: "sent", Lane: "mail", Payload: payload(2)},
+		{Module: module, Kind: "sent", Lane: "sms", Payload: payload(3)},
+	})
+	require.NoError(t, err)
+	later, err := b.ob.Stage(t.Context(), b.db, relay.Message{Module: module, Kind: "sent", Lane: "mail", Payload: payload(4),
+		NotBefore: time.Now().Add(time.Hour)})
+	require.NoError(t, err)
+	supervise(t, b.db, b.config(t), relay.SinkFunc(func(_ context.Context, rec relay.Record) relay.Result {
+		return relay.DoneWith("ref-" + map[string]string{"mail": "a", "sms": "a"}[rec.Lane])
+	}))
+	b.eventually(t, "processed_at IS NOT NULL", 3, 10*time.Second)
+
+	found, err := b.ob.FindByResult(t.Context(), b.db, "sent", "mail", "ref-a")
+	require.NoError(t, err)
+	require.Len(t, found, 2, "of its kind and lane")
+	require.Equal(t, ids[:2], []uuid.UUID{found[0].ID, found[1].ID}, "oldest first")
+	require.JSONEq(t, `{"n":1}`, string(found[0].Payload))
+	require.Equal(t, module, found[0].Module)
+	for _, tc := range []struct{ kind, lane, result string }{{"sent", "mail", "ref-b"}, {"other", "mail", "ref-a"}, {"sent", "mail", ""}} {
+		found, err := b.ob.FindByResult(t.Context(), b.db, tc.kind, tc.lane, tc.result)
+		require.NoError(t, err)
+		require.Empty(t, found, "%+v", tc)
+	}
+	tx, err := b.db.BeginTx(t.Context(), nil)
+	require.NoError(t, err)
+	_, err = tx.ExecContext(t.Context(), `SET LOCAL enable_seqscan = off`)
+	require.NoError(t, err)
+	var plan string
+	require.NoError(t, tx.QueryRowContext(t.Context(), `EXPLAIN SELECT id FROM "`+b.schema+`".outbox WHERE result = 'ref-a' AND result <> ''`).Scan(&plan))
+	require.NoError(t, tx.Rollback())
+	require.Contains(t, plan, "outbox_result")
+
+	// Finish settles only what is pending, once.
+	done, err := b.ob.Finish(t.Context(), b.db, []uuid.UUID{later, ids[0]}, "policy.suppressed", map[string]any{"rule": "suppression"})
+	require.NoError(t, err)
+	require.Equal(t, []uuid.UUID{later}, done)
+	done, err = b.ob.Finish(t.Context(), b.db, []uuid.UUID{later}, "policy.suppressed", nil)
+	require.NoError(t, err)
+	require.Empty(t, done)
+	st, err := b.ob.Status(t.Context(), b.db, later)
+	require.NoError(t, err)
+	require.Equal(t, relay.StateProcessed, st.State)
+	require.Equal(t, "policy.suppressed", st.Code)
+	require.Empty(t, st.Result)
+	last := st.Timeline[len(st.Timeline)-1]
+	require.Equal(t, "done", last.Event)
+	require.Equal(t, "suppression", last.Detail["rule"])
+	require.Len(t, st.Timeline, 2, "staged, and the one done entry")
+
+	// Note appends to the records that exist.
+	require.NoError(t, b.ob.Note(t.Context(), b.db, []uuid.UUID{ids[0], uuid.New()}, "feedback", "bounce.permanent",
+		map[string]any{"provider": "resend"}))
+	st, err = b.ob.Status(t.Context(), b.db, ids[0])
+	require.NoError(t, err)
+	last = st.Timeline[len(st.Timeline)-1]
+	require.Equal(t, "feedback", last.Event)
+	require.Equal(t, "bounce.permanent", last.Code)
+	require.Equal(t, "resend", last.Detail["provider"])
+	require.Equal(t, relay.StateProcessed, st.State)
+	require.Equal(t, "ref-a", st.Result, "a note changes no state")
+	require.ErrorContains(t, b.ob.Note(t.Context(), b.db, ids, "", "", nil), "event is empty")
+	require.ErrorContains(t, b.ob.Note(t.Context(), b.db, ids, "a\nb", "", nil), "event")
 }

@@ -61,13 +61,18 @@ func (f *DeadFilter) args() []any {
 	}
 	var ids any
 	if f.IDs != nil {
-		s := make([]string, len(f.IDs))
-		for i, id := range f.IDs {
-			s[i] = id.String()
-		}
-		ids = pq.Array(s)
+		ids = pq.Array(uuidStrings(f.IDs))
 	}
 	return []any{f.Module, f.Kind, f.Lane, f.Code, nullTime(f.Since), nullTime(f.Until), ids}
+}
+
+// uuidStrings is ids as text, for a uuid[] parameter.
+func uuidStrings(ids []uuid.UUID) []string {
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = id.String()
+	}
+	return s
 }
 
 func nullTime(t time.Time) sql.NullTime { return sql.NullTime{Time: t, Valid: !t.IsZero()} }

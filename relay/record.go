@@ -17,6 +17,14 @@ import (
 // Message is what a caller stages: a record of any kind for one module's
 // relay.
 type Message struct {
+	// ID is the record's id. The zero value means a new UUIDv7, which is
+	// what most callers want. A caller that derives the id from what it
+	// stages, such as a UUIDv5 of a provider's event id, makes staging
+	// idempotent: a message whose id is already in the outbox stages
+	// nothing, so an event delivered twice is staged once.
+	// It must be an RFC 9562 UUID (variant bits 10); two messages of one
+	// StageBatch may not share it.
+	ID uuid.UUID
 	// Module names the relay that hands the record: a lower-case identifier
 	// (letters, digits, underscores; at most 63 bytes). Required.
 	Module string

@@ -58,6 +58,8 @@ type queries struct {
 	notify            string
 	purge             string
 	status, cancel    string
+	finish, note      string
+	byResult          string
 	stats             string
 	byCorrelation     string
 	countDead         map[GroupBy]string
@@ -343,5 +345,22 @@ func newQueries(schema string) queries {
 				WHERE id = $1 AND {pending}
 				RETURNING id)
 			INSERT INTO {timeline} (record_id, event, code) SELECT id, 'cancelled', '` + CodeCancelled + `' FROM up`),
+		// Pending records $1 settled as processed by someone other than
+		// their relay: code $2, detail $3, a timeline entry each. A hand
+		// running on one of them finds it settled: its own settle is
+		// fenced by the pending state.
+		finish: r.Replace(`WITH up AS (
+				UPDATE {t} o SET processed_at = clock_timestamp(), code = $2, result = '', answered_hand = o.hands, took_ms = 0
+				WHERE o.id = ANY($1::uuid[]) AND {pendingByID}
+				RETURNING o.id, o.hands)
+			INSERT INTO {timeline} (record_id, event, hand, code, detail)
+			SELECT id, 'done', hands, $2, $3::jsonb FROM up
+			RETURNING record_id`),
+		note: r.Replace(`INSERT INTO {timeline} (record_id, event, code, detail)
+			SELECT id, $2, $3, $4::jsonb FROM {t} WHERE id = ANY($1::uuid[])`),
+		// Through outbox_result.
+		byResult: r.Replace(`SELECT id, module, payload, correlation_id, causation_id, created_at FROM {t}
+			WHERE result = $1 AND result <> '' AND kind = $2 AND lane = $3
+			ORDER BY created_at, id LIMIT $4`),
 	}
 }

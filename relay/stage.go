@@ -46,8 +46,9 @@ func StageBatch(ctx context.Context, tx dbtx.Execer, msgs []Message) ([]uuid.UUI
 	return defaultOutbox.StageBatch(ctx, tx, msgs)
 }
 
-// Stage writes msg as one outbox row inside tx and returns its id, a
-// UUIDv7. The row exists if and only if tx commits, and its module's relay
+// Stage writes msg as one outbox row inside tx and returns its id:
+// Message.ID, or a new UUIDv7 when that is zero. A message whose ID is
+// already in the outbox writes nothing. The row exists if and only if tx commits, and its module's relay
 // is woken at that commit. The row carries the trace context and baggage of
 // ctx, and its correlation and causation ids (see WithCorrelationID).
 // An invalid msg is an ErrInvalidMessage naming the field; nothing is
@@ -85,10 +86,18 @@ func (o *Outbox) StageBatch(ctx context.Context, tx dbtx.Execer, msgs []Message)
 	if n == 0 {
 		return nil, nil
 	}
+	given := map[uuid.UUID]int{}
 	for i, msg := range msgs {
 		if err := msg.validate(); err != nil {
 			return nil, fmt.Errorf("messages[%d]: %w", i, err)
 		}
+		if msg.ID == uuid.Nil {
+			continue
+		}
+		if j, ok := given[msg.ID]; ok {
+			return nil, fmt.Errorf("messages[%d]: %w: ID is the ID of messages[%d]", i, ErrInvalidMessage, j)
+		}
+		given[msg.ID] = i
 	}
 	ids := make([]uuid.UUID, n)
 	cols := [8][]string{}
@@ -126,12 +135,15 @@ type stagedRow struct {
 	correlation, causation string
 }
 
-// prepare gives msg its id and captures what ctx carries: a producer span,
+// prepare gives msg its id (its own, or a new UUIDv7) and captures what ctx carries: a producer span,
 // the trace context and baggage, the correlation and causation ids.
 func (o *Outbox) prepare(ctx context.Context, msg Message) (stagedRow, error) {
-	id, err := uuid.NewV7()
-	if err != nil {
-		return stagedRow{}, fmt.Errorf("relay: new id: %w", err)
+	id := msg.ID
+	if id == uuid.Nil {
+		var err error
+		if id, err = uuid.NewV7(); err != nil {
+			return stagedRow{}, fmt.Errorf("relay: new id: %w", err)
+		}
 	}
 	ctx, span := o.tracer.Start(ctx, "send "+msg.Module,
 		trace.WithSpanKind(trace.SpanKindProducer),
@@ -168,6 +180,8 @@ func (m Message) validate() error {
 		return fmt.Errorf("%w: Payload is not valid JSON", ErrInvalidMessage)
 	case validate.JSONHasNUL(m.Payload):
 		return fmt.Errorf(`%w: Payload holds the escape \u0000, which PostgreSQL's jsonb cannot store`, ErrInvalidMessage)
+	case m.ID != uuid.Nil && m.ID.Variant() != uuid.RFC4122:
+		return fmt.Errorf("%w: ID is not an RFC 9562 UUID (its variant is %s)", ErrInvalidMessage, m.ID.Variant())
 	case len(m.Secret) > SecretMaxLen:
 		return fmt.Errorf("%w: Secret is %d bytes long, at most %d allowed", ErrInvalidMessage, len(m.Secret), SecretMaxLen)
 	}

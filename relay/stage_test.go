@@ -143,6 +143,7 @@ func TestStage(t *testing.T) {
 			"NULEscape":    {func(m *relay.Message) { m.Payload = json.RawMessage(`{"a":"x\u0000"}`) }, `\u0000`},
 			"YearMinusOne": {func(m *relay.Message) { m.NotBefore = time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC) }, "NotBefore is before 1970"},
 			"FarAhead":     {func(m *relay.Message) { m.NotBefore = time.Now().Add(relay.NotBeforeMax + time.Hour) }, "NotBefore is more than"},
+			"IDNotRFC9562": {func(m *relay.Message) { m.ID = uuid.Max }, "ID is not an RFC 9562 UUID"},
 		} {
 			msg := ok
 			tc.mutate(&msg)
@@ -165,8 +166,17 @@ func TestStage(t *testing.T) {
 			require.ErrorContains(t, err, "tx is")
 		}
 
+		// Two messages of one batch with one id: the second would be
+		// dropped without a word.
+		twin := ok
+		twin.ID = uuid.NewSHA1(uuid.NameSpaceURL, []byte("twin"))
+		_, err := b.ob.StageBatch(t.Context(), b.db, []relay.Message{twin, ok, twin})
+		require.ErrorIs(t, err, relay.ErrInvalidMessage)
+		require.ErrorContains(t, err, "messages[2]: relay: invalid message: ID is the ID of messages[0]")
+		require.Equal(t, 0, b.count(t, "true"))
+
 		// An escaped backslash followed by "u0000" is text, not a NUL.
-		_, err := b.ob.Stage(t.Context(), b.db, relay.Message{Module: module, Kind: "k", Payload: json.RawMessage(`{"path":"C:\\u0000"}`)})
+		_, err = b.ob.Stage(t.Context(), b.db, relay.Message{Module: module, Kind: "k", Payload: json.RawMessage(`{"path":"C:\\u0000"}`)})
 		require.NoError(t, err)
 	})
 }
@@ -179,6 +189,35 @@ func TestNewOutboxRejectsBadSchemas(t *testing.T) {
 	}
 	_, err := relay.NewOutbox(nil)
 	require.NoError(t, err, "empty means the default")
+}
+
+// A message with an id of its own stages once however often it is
+// staged, alone or in a batch, and keeps what the first staging wrote.
+func TestStageWithAnIDOfItsOwnStagesOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := uuid.NewSHA1(uuid.NameSpaceURL, []byte("resend/msg_2bH7kNwP5mQaV1sXgIdKe6pZr"))
+	first := relay.Message{ID: id, Module: module, Kind: "report", Payload: payload(1), Secret: []byte("s1")}
+	got, err := b.ob.Stage(t.Context(), b.db, first)
+	require.NoError(t, err)
+	require.Equal(t, id, got)
+
+	again := first
+	again.Payload, again.Secret = payload(2), []byte("s2")
+	got, err = b.ob.Stage(t.Context(), b.db, again)
+	require.NoError(t, err)
+	require.Equal(t, id, got)
+	other := relay.Message{Module: module, Kind: "report", Payload: payload(3)}
+	ids, err := b.ob.StageBatch(t.Context(), b.db, []relay.Message{again, other})
+	require.NoError(t, err)
+	require.Equal(t, id, ids[0])
+	require.NotEqual(t, id, ids[1])
+
+	require.Equal(t, 2, b.count(t, "true"), "the id once, and the other message")
+	require.Equal(t, 1, b.count(t, "id = '"+id.String()+"' AND payload = '{\"n\":1}'"), "the first staging stands")
+	var secret []byte
+	require.NoError(t, b.db.QueryRowContext(t.Context(), `SELECT value FROM "`+b.schema+`".secret WHERE record_id = $1`, id).Scan(&secret))
+	require.Equal(t, "s1", string(secret), "and its secret")
 }
 
 func TestStageWithoutWakeUp(t *testing.T) {

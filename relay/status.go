@@ -6,13 +6,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/lib/pq"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tidings-go/tidings/dbtx"
+	"github.com/tidings-go/tidings/internal/validate"
 )
 
 // State is where a record is in its life.
@@ -79,7 +82,7 @@ type Status struct {
 // its first hand has no entry of its own in the timeline table.
 type Entry struct {
 	At    time.Time
-	Event string // staged, done, retry, dead, unsure, release, lost, cancelled, reemitted
+	Event string // staged, done, retry, dead, unsure, release, lost, cancelled, reemitted, or a sink's (Outbox.Note)
 	Hand  int    // the hand it belongs to; 0 for staged, cancelled and reemitted
 	Code  string // stable machine code of Reason
 	// Reason is why (a retry's or a death's reason, an earlier death's for
@@ -137,8 +140,10 @@ func (o *Outbox) Status(ctx context.Context, q dbtx.Queryer, id uuid.UUID) (Stat
 		return st, err
 	}
 	st.Timeline = append([]Entry{staged}, st.Timeline...)
-	if last := st.Timeline[len(st.Timeline)-1]; processed.Valid && (last.Event != "done" || last.Hand != answeredHand) {
-		st.Timeline = append(st.Timeline, Entry{At: processed.Time, Event: "done", Hand: answeredHand, Code: st.Code,
+	if processed.Valid && !slices.ContainsFunc(st.Timeline, func(e Entry) bool { return e.Event == "done" && e.Hand == answeredHand }) {
+		// In time order: entries noted after it (Note) follow it.
+		at, _ := slices.BinarySearchFunc(st.Timeline, processed.Time, func(e Entry, t time.Time) int { return e.At.Compare(t) })
+		st.Timeline = slices.Insert(st.Timeline, at, Entry{At: processed.Time, Event: "done", Hand: answeredHand, Code: st.Code,
 			Reason: st.Result, Detail: map[string]any{"took_ms": float64(tookMS)}})
 	}
 	switch {
@@ -173,6 +178,89 @@ func (o *Outbox) Cancel(ctx context.Context, tx dbtx.Execer, id uuid.UUID) (bool
 		return false, fmt.Errorf("relay: cancel: %w", err)
 	}
 	return n == 1, nil
+}
+
+// Finish settles those of the records ids that are still pending as
+// processed, inside tx, with code and detail (for the timeline entry of
+// each, which it appends: the same rules as Result.WithDetail), and
+// returns the ids it settled. It is for a sink that decides the fate of
+// records it was not handed, such as requests to an address that just
+// bounced. Like Cancel, it does not stop a hand that is running: the
+// hand's own settle then finds the record settled and changes nothing, so
+// a sink that must not act on a finished record takes a lock both sides
+// share first (the notification dispatcher's inbox claim).
+func (o *Outbox) Finish(ctx context.Context, tx dbtx.Queryer, ids []uuid.UUID, code string, detail map[string]any) ([]uuid.UUID, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rows, err := tx.QueryContext(ctx, o.q.finish, pq.Array(uuidStrings(ids)), code, detailJSON(detail))
+	if err != nil {
+		return nil, fmt.Errorf("relay: finish: %w", err)
+	}
+	defer rows.Close()
+	var done []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("relay: finish: %w", err)
+		}
+		done = append(done, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("relay: finish: %w", err)
+	}
+	return done, nil
+}
+
+// Note appends an entry to the timeline of each record of ids, inside tx:
+// something that happened to the record after it was settled, such as a
+// provider's report on a delivered message. event names it (a short word,
+// printable, such as "feedback"); code and detail follow the rules of
+// Result.WithCode and Result.WithDetail. An id of no record is skipped.
+func (o *Outbox) Note(ctx context.Context, tx dbtx.Execer, ids []uuid.UUID, event, code string, detail map[string]any) error {
+	if event == "" {
+		return errors.New("relay: note: the event is empty")
+	}
+	if err := validate.Printable("event", event, KindMaxLen); err != nil {
+		return fmt.Errorf("relay: note: %w", err)
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, o.q.note, pq.Array(uuidStrings(ids)), event, code, detailJSON(detail)); err != nil {
+		return fmt.Errorf("relay: note: %w", err)
+	}
+	return nil
+}
+
+// FindByResult returns the records of kind and lane that were processed
+// with result (what their sink answered DoneWith, such as a provider's
+// reference for a message), oldest first, at most FindLimitDefault of
+// them: how a sink finds the record a later event names by the reference
+// its handling returned. Each Record has its ID, Module, Lane, Kind,
+// Payload, CorrelationID, CausationID and CreatedAt. It reads through an
+// index of the records that have a result; an empty result finds nothing.
+func (o *Outbox) FindByResult(ctx context.Context, q dbtx.Queryer, kind, lane, result string) ([]Record, error) {
+	if result == "" {
+		return nil, nil
+	}
+	rows, err := q.QueryContext(ctx, o.q.byResult, result, kind, lane, FindLimitDefault)
+	if err != nil {
+		return nil, fmt.Errorf("relay: find by result: %w", err)
+	}
+	defer rows.Close()
+	var out []Record
+	for rows.Next() {
+		r := Record{Kind: kind, Lane: lane}
+		if err := rows.Scan(&r.ID, &r.Module, &r.Payload, &r.CorrelationID, &r.CausationID, &r.CreatedAt); err != nil {
+			return nil, fmt.Errorf("relay: find by result: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("relay: find by result: %w", err)
+	}
+	return out, nil
 }
 
 // FindLimitDefault is how many records FindByCorrelation returns when

@@ -13,6 +13,11 @@
 //	EXPO_TOKEN        Expo access token (optional)
 //	TWILIO_URL        Twilio API base URL (default https://api.twilio.com)
 //	TWILIO_SID, TWILIO_TOKEN, TWILIO_FROM   Twilio account and sender
+//	RESEND_WEBHOOK_SECRETS  when SMTP_ADDR is Resend's: the signing secrets
+//	                  (whsec_..., space-separated) of the Resend webhook that
+//	                  posts to /feedback/resend (none mounts no receiver)
+//	TWILIO_WEBHOOK_URL  the public URL of /feedback/twilio, as the number's
+//	                  messaging webhook names it at Twilio (optional)
 //	METRICS_ADDR      where Prometheus scrapes /metrics (default :9464; "off" for none)
 //
 // examples/bookings/demo runs it on this machine with local stand-ins for
@@ -30,6 +35,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -40,6 +46,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/tidings-go/tidings/examples/bookings/internal/service"
+	"github.com/tidings-go/tidings/notification/feedback"
 )
 
 func main() {
@@ -82,11 +89,23 @@ func run(ctx context.Context, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	// What the providers report back: Resend's and Twilio's signed
+	// webhooks, and Expo's push receipts, fetched a while after each push.
+	receipts, err := feedback.NewExpo(&feedback.ExpoConfig{BaseURL: os.Getenv("EXPO_URL"), AccessToken: os.Getenv("EXPO_TOKEN")})
+	if err != nil {
+		return err
+	}
+	reports := service.Feedback{
+		ResendSecrets:    strings.Fields(os.Getenv("RESEND_WEBHOOK_SECRETS")),
+		TwilioURL:        os.Getenv("TWILIO_WEBHOOK_URL"),
+		TwilioAuthTokens: []string{os.Getenv("TWILIO_TOKEN")},
+		PushReceipts:     receipts,
+	}
 	ln, err := net.Listen("tcp", cmp.Or(os.Getenv("ADDR"), ":8080"))
 	if err != nil {
 		return err
 	}
-	return service.Run(ctx, service.Config{DB: db, DSN: dsn, Channels: channels, Logger: logger}, ln)
+	return service.Run(ctx, service.Config{DB: db, DSN: dsn, Channels: channels, Feedback: reports, Logger: logger}, ln)
 }
 
 // serveMetrics exports the relay's and the dispatcher's metrics, which

@@ -8,7 +8,11 @@
 // security notices that go whatever the rules say (one with a verification
 // code that is gone from the database once sent), the one notification
 // that died (an invalid phone number) with its reason, and its re-emit
-// once the number is corrected.
+// once the number is corrected. Then the providers report back, signed, to
+// the receivers the service mounts: a mail that bounced for good, a push
+// token whose app is gone (from Expo's receipts), a STOP and a START by
+// text; and the notifications after each end suppressed without a
+// provider call, until the START.
 // It stops everything it started before it exits.
 //
 //	go run ./examples/bookings/demo
@@ -40,6 +44,7 @@ import (
 	"github.com/tidings-go/tidings/examples/bookings/internal/service"
 	"github.com/tidings-go/tidings/internal/pgtemp"
 	"github.com/tidings-go/tidings/notification"
+	"github.com/tidings-go/tidings/notification/feedback"
 )
 
 func main() {
@@ -53,7 +58,7 @@ func main() {
 }
 
 func run(ctx context.Context, out io.Writer) (err error) {
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 
@@ -80,23 +85,35 @@ func run(ctx context.Context, out io.Writer) (err error) {
 		return err
 	}
 	defer prov.close()
-	channels, err := service.Providers{
-		SMTPAddr: prov.smtpAddr, MailFrom: "Parking <no-reply@parking.example>",
-		PushURL: prov.expo.URL,
-		SMSURL:  prov.twilio.URL, SMSAccountSID: "AC00000000000000000000000000000000", SMSAuthToken: "demo-token", SMSFrom: "+15005550006",
-	}.Channels()
-	if err != nil {
-		return err
-	}
-
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
 	}
+	prov.service = "http://" + ln.Addr().String()
+	channels, err := service.Providers{
+		SMTPAddr: prov.smtpAddr, MailFrom: "Parking <no-reply@parking.example>",
+		PushURL: prov.expo.URL,
+		SMSURL:  prov.twilio.URL, SMSAccountSID: twilioSID, SMSAuthToken: twilioToken, SMSFrom: twilioFrom,
+	}.Channels()
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	// Expo's receipts are fetched a second after each push, not the
+	// fifteen minutes Expo advises, so that the demo shows them.
+	receipts, err := feedback.NewExpo(&feedback.ExpoConfig{BaseURL: prov.expo.URL})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	reports := service.Feedback{ResendSecrets: []string{resendSecret},
+		TwilioURL: prov.service + "/feedback/twilio", TwilioAuthTokens: []string{twilioToken},
+		PushReceipts: receipts, ReceiptsAfter: time.Second}
+
 	svcCtx, stopService := context.WithCancel(ctx)
 	served := make(chan error, 1)
 	go func() {
-		served <- service.Run(svcCtx, service.Config{DB: db, DSN: dsn, Channels: channels, Logger: logger,
+		served <- service.Run(svcCtx, service.Config{DB: db, DSN: dsn, Channels: channels, Feedback: reports, Logger: logger,
 			QuietHoursJitter: 200 * time.Millisecond}, ln)
 	}()
 	defer func() {
@@ -176,6 +193,7 @@ func story(ctx context.Context, out io.Writer, c *client, prov *providers, db *s
 	staged = append(staged, again...)
 
 	outcomes := map[string]int{}
+	byReference := map[string]uuid.UUID{} // the requests delivered, by the provider's reference
 	var adaSMS, dup *status
 	for _, id := range staged {
 		st, err := c.waitSettled(ctx, id)
@@ -183,6 +201,9 @@ func story(ctx context.Context, out io.Writer, c *client, prov *providers, db *s
 			return err
 		}
 		outcomes[cmp.Or(st.Outcome, st.State)]++
+		if st.Outcome == "delivered" {
+			byReference[st.Reference] = st.ID
+		}
 		switch {
 		case st.Channel == "sms" && st.Outcome == "delivered" && slices.ContainsFunc(st.Timeline, func(e entry) bool {
 			return e.Code == notification.CodeQuietHours
@@ -269,7 +290,122 @@ func story(ctx context.Context, out io.Writer, c *client, prov *providers, db *s
 	}
 	_, _, texts = prov.received()
 	fmt.Fprintf(out, "%s: %s (provider reference %s); sms received %d (to %v)\n", dead[0].ID, st.State, st.Reference, len(texts), texts)
+
+	return reports(ctx, out, c, prov, byReference)
+}
+
+// reports is what the providers report back about what they delivered,
+// each posted or fetched as the real provider does it, and what becomes
+// of the next notification to each address.
+func reports(ctx context.Context, out io.Writer, c *client, prov *providers, byReference map[string]uuid.UUID) error {
+	fmt.Fprintln(out, "\n== providers' reports, signed, to the service's receivers")
+	// Grace's mailbox is gone: Resend reports the bounce of the booking
+	// mail it accepted for her.
+	emailID, code, err := prov.bounce(ctx, "grace@drivers.example")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "resend: grace's booking mail %s bounced (Permanent); email.bounced, signed with Svix, posted to /feedback/resend: %d\n",
+		emailID, code)
+	sp, err := c.waitSuppression(ctx, "mail", "grace@drivers.example", true)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "mail to %s suppressed (class %s, reason %s, reported by %s)\n", sp.Address, sp.Class, sp.Reason, sp.Provider)
+	original, ok := byReference[emailID]
+	if !ok {
+		return fmt.Errorf("no request was delivered with the reference %s", emailID)
+	}
+	st, err := c.status(ctx, original)
+	if err != nil {
+		return err
+	}
+	for _, e := range st.Timeline {
+		if e.Event == "feedback" {
+			fmt.Fprintf(out, "the bounced mail's request %s: its timeline notes %s %s (%v %v)\n",
+				st.ID, e.Event, e.Code, e.Detail["provider"], e.Detail["type"])
+		}
+	}
+	mails, pushes, texts := prov.received()
+	if st, err = c.stageAndWait(ctx, "/users/grace/password-changed"); err != nil {
+		return err
+	}
+	after, _, _ := prov.received()
+	fmt.Fprintf(out, "password-changed mail to grace: %s (%s); the SMTP server received %s\n",
+		st.Outcome, st.Code, news(len(after)-len(mails), "message", "messages"))
+
+	// Grace's phone no longer has the app: Expo's receipt of the push it
+	// accepted says so.
+	if sp, err = c.waitSuppression(ctx, "push", noApp, true); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "expo: the receipt of %s, fetched a second after the push, says DeviceNotRegistered\n", sp.Source)
+	fmt.Fprintf(out, "push to %s suppressed (class %s, reason %s, reported by %s)\n", sp.Address, sp.Class, sp.Reason, sp.Provider)
+	var b service.Booking
+	if err := c.do(ctx, http.MethodPost, "/bookings", service.Booking{DriverID: "grace", HostID: "hopper",
+		Place: "Lot D, space 13", StartsAt: time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)}, &b); err != nil {
+		return err
+	}
+	ids, _, err := c.confirm(ctx, b.ID)
+	if err != nil {
+		return err
+	}
+	settled := make([]status, len(ids))
+	for i, id := range ids {
+		if settled[i], err = c.waitSettled(ctx, id); err != nil {
+			return err
+		}
+	}
+	// The ids are in the order of service.confirmations: the driver's
+	// mail, push and text first.
+	_, morePushes, _ := prov.received()
+	fmt.Fprintf(out, "booking %d for grace confirmed: her push %s (%s), her mail %s, her text %s; Expo received %s\n",
+		b.ID, settled[1].Outcome, settled[1].Code, settled[0].Outcome, settled[2].Outcome, news(len(morePushes)-len(pushes), "push", "pushes"))
+
+	// Alan texts STOP, then START: Twilio posts each to the number's
+	// messaging webhook.
+	_, _, texts = prov.received()
+	const alan = "+15005550007"
+	if code, err = prov.textIn(ctx, alan, "STOP"); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "twilio: alan texted STOP; the incoming message, signed, posted to /feedback/twilio: %d\n", code)
+	if sp, err = c.waitSuppression(ctx, "sms", alan, true); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "sms to %s suppressed (class %s, reason %s, reported by %s)\n", sp.Address, sp.Class, sp.Reason, sp.Provider)
+	if st, err = c.stageAndWait(ctx, "/users/alan/verify-phone"); err != nil {
+		return err
+	}
+	_, _, moreTexts := prov.received()
+	fmt.Fprintf(out, "verification code to alan: %s (%s); Twilio received %s\n", st.Outcome, st.Code, news(len(moreTexts)-len(texts), "text", "texts"))
+	if code, err = prov.textIn(ctx, alan, "START"); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "twilio: alan texted START, posted to /feedback/twilio: %d\n", code)
+	if _, err = c.waitSuppression(ctx, "sms", alan, false); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "sms to %s no longer suppressed\n", alan)
+	if st, err = c.stageAndWait(ctx, "/users/alan/verify-phone"); err != nil {
+		return err
+	}
+	_, _, moreTexts = prov.received()
+	fmt.Fprintf(out, "verification code to alan: %s (provider reference %s); Twilio received %s\n",
+		st.Outcome, st.Reference, news(len(moreTexts)-len(texts), "text", "texts"))
 	return nil
+}
+
+// news says how many new things arrived: "no new text", "1 new text",
+// "2 new texts".
+func news(n int, one, many string) string {
+	switch n {
+	case 0:
+		return "no new " + one
+	case 1:
+		return "1 new " + one
+	}
+	return fmt.Sprintf("%d new %s", n, many)
 }
 
 // rowsHolding counts the rows of every table in the database's schemas
@@ -339,6 +475,7 @@ type status struct {
 	ID        uuid.UUID
 	State     string
 	Outcome   string
+	Code      string
 	Channel   string
 	Reference string
 	Reason    string
@@ -348,8 +485,49 @@ type status struct {
 // entry is a timeline entry.
 type entry struct {
 	At     time.Time
+	Event  string
 	Code   string
 	Detail map[string]any
+}
+
+// suppression is what the demo reads of a suppression.
+type suppression struct {
+	Address  string `json:"address"`
+	Class    string `json:"class"`
+	Reason   string `json:"reason"`
+	Provider string `json:"provider"`
+	Source   string `json:"source"`
+}
+
+// waitSuppression polls the suppressions of channel until address is
+// suppressed, when want is true, or no longer, and returns its
+// suppression.
+func (c *client) waitSuppression(ctx context.Context, channel, address string, want bool) (suppression, error) {
+	for {
+		var list []suppression
+		if err := c.do(ctx, http.MethodGet, "/admin/suppressions?channel="+channel, nil, &list); err != nil {
+			return suppression{}, err
+		}
+		i := slices.IndexFunc(list, func(s suppression) bool { return s.Address == address })
+		switch {
+		case want && i >= 0:
+			return list[i], nil
+		case !want && i < 0:
+			return suppression{}, nil
+		}
+		select {
+		case <-ctx.Done():
+			return suppression{}, fmt.Errorf("%s %s: still not as awaited: %w", channel, address, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// status reads the notification's status.
+func (c *client) status(ctx context.Context, id uuid.UUID) (status, error) {
+	var st status
+	err := c.do(ctx, http.MethodGet, "/notifications/"+id.String(), nil, &st)
+	return st, err
 }
 
 // confirm confirms booking id and returns the notifications it staged and
@@ -378,8 +556,8 @@ func (c *client) stageAndWait(ctx context.Context, path string) (status, error) 
 // waitSettled polls the notification's status until it is settled.
 func (c *client) waitSettled(ctx context.Context, id uuid.UUID) (status, error) {
 	for {
-		var st status
-		if err := c.do(ctx, http.MethodGet, "/notifications/"+id.String(), nil, &st); err != nil {
+		st, err := c.status(ctx, id)
+		if err != nil {
 			return st, err
 		}
 		if st.State != "pending" {

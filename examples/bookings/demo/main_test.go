@@ -15,7 +15,13 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // confirmed through the API under every recipient rule, every channel
 // delivered where the rules let it, the security notices delivered, the
 // verification code gone from the database, the invalid number dead with
-// Twilio's code, and delivered once re-emitted.
+// Twilio's code, and delivered once re-emitted. Then the providers'
+// signed reports: a hard bounce posted to the Resend receiver, noted on
+// the timeline of the mail it is about, and the next mail to the address
+// suppressed without reaching the SMTP server; an Expo receipt saying
+// DeviceNotRegistered, and the next push to the token suppressed without
+// reaching Expo; a STOP posted to the Twilio receiver suppressing the
+// number's next text, and a START letting the one after through.
 func TestDemo(t *testing.T) {
 	t.Setenv("DATABASE_URL", "") // a throwaway cluster of its own
 	var out bytes.Buffer
@@ -36,4 +42,20 @@ func TestDemo(t *testing.T) {
 	require.Contains(t, got, "twilio rejected the message (400): error 21211")
 	require.NotContains(t, got, "+15005550001", "the dead reason does not quote the number")
 	require.Regexp(t, `processed \(provider reference SM0+3\); sms received 3`, got)
+
+	require.Regexp(t, `resend: grace's booking mail [0-9a-f-]{36} bounced \(Permanent\); email.bounced, signed with Svix, `+
+		`posted to /feedback/resend: 204`, got)
+	require.Contains(t, got, "mail to grace@drivers.example suppressed (class permanent, reason bounce.permanent, reported by resend)")
+	require.Regexp(t, `the bounced mail's request [0-9a-f-]{36}: its timeline notes feedback bounce.permanent \(resend email.bounced\)`, got)
+	require.Contains(t, got, "password-changed mail to grace: suppressed (policy.suppressed); the SMTP server received no new message")
+	require.Regexp(t, `expo: the receipt of ticket-[12], fetched a second after the push, says DeviceNotRegistered`, got)
+	require.Contains(t, got, "push to ExponentPushToken[grace-device] suppressed (class permanent, reason expo.device_not_registered, reported by expo)")
+	require.Contains(t, got, "booking 4 for grace confirmed: her push suppressed (policy.suppressed), her mail suppressed, her text delivered; "+
+		"Expo received no new push")
+	require.Contains(t, got, "twilio: alan texted STOP; the incoming message, signed, posted to /feedback/twilio: 200")
+	require.Contains(t, got, "sms to +15005550007 suppressed (class unsubscribe, reason unsubscribe, reported by twilio)")
+	require.Contains(t, got, "verification code to alan: suppressed (policy.suppressed); Twilio received no new text")
+	require.Contains(t, got, "twilio: alan texted START, posted to /feedback/twilio: 200")
+	require.Contains(t, got, "sms to +15005550007 no longer suppressed")
+	require.Regexp(t, `verification code to alan: delivered \(provider reference SM0+5\); Twilio received 1 new text\n`, got)
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/tidings-go/tidings/relay"
 )
 
-func (s *Service) routes() http.Handler {
+func (s *Service) routes() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /users", s.createUser)
 	mux.HandleFunc("PUT /users/{id}/phone", s.setPhone)
@@ -31,6 +31,7 @@ func (s *Service) routes() http.Handler {
 	mux.HandleFunc("GET /notifications/{id}", s.notificationStatus)
 	mux.HandleFunc("GET /admin/dead", s.listDead)
 	mux.HandleFunc("POST /admin/dead/{id}/reemit", s.reemit)
+	mux.HandleFunc("GET /admin/suppressions", s.listSuppressions)
 	return mux
 }
 
@@ -201,12 +202,14 @@ func (s *Service) passwordChanged(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// verifyPhone texts the user a one-time code. The code is a secret of the
-// request: the SMS carries it, and the database forgets it once the
-// request ends; a code that could not go out within ten minutes expires.
+// verifyPhone texts the user's number a one-time code. The code is a
+// secret of the request: the SMS carries it, and the database forgets it
+// once the request ends; a code that could not go out within ten minutes
+// expires. It is addressed to the number it verifies, so a number that
+// texted STOP is not texted.
 func (s *Service) verifyPhone(w http.ResponseWriter, r *http.Request) {
 	s.stageFor(w, r, func(u User) notification.Request {
-		return notification.Request{Channel: "sms", Recipient: u.ID, Template: "verify_phone",
+		return notification.Request{Channel: "sms", Recipient: u.Phone, Template: "verify_phone",
 			Subject: u.ID, Category: "security", ExpiresAt: time.Now().Add(10 * time.Minute),
 			Secrets: map[string]string{"code": oneTimeCode()}}
 	})
@@ -218,8 +221,8 @@ func (s *Service) stageFor(w http.ResponseWriter, r *http.Request, build func(Us
 	var id uuid.UUID
 	s.inTx(w, r, func(tx *sql.Tx) error {
 		var u User
-		err := tx.QueryRowContext(r.Context(), `SELECT id, name, email FROM bookings.users WHERE id = $1`,
-			r.PathValue("id")).Scan(&u.ID, &u.Name, &u.Email)
+		err := tx.QueryRowContext(r.Context(), `SELECT id, name, email, phone FROM bookings.users WHERE id = $1`,
+			r.PathValue("id")).Scan(&u.ID, &u.Name, &u.Email, &u.Phone)
 		if err != nil {
 			return err
 		}
@@ -323,6 +326,32 @@ func (s *Service) reemit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	reply(w, http.StatusAccepted, map[string]any{"reemitted": n})
+}
+
+// listSuppressions lists the addresses no notification goes to any more
+// (a hard bounce, a complaint, a STOP, an uninstalled app), the first
+// page of them, of the channel the query names or of all.
+func (s *Service) listSuppressions(w http.ResponseWriter, r *http.Request) {
+	list, err := s.notes.Suppressions(r.Context(), &notification.SuppressionFilter{Channel: r.URL.Query().Get("channel")})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	type suppressionJSON struct {
+		Channel   string    `json:"channel"`
+		Address   string    `json:"address"`
+		Scope     string    `json:"scope,omitempty"`
+		Class     string    `json:"class"`
+		Reason    string    `json:"reason"`
+		Provider  string    `json:"provider,omitempty"`
+		Source    string    `json:"source,omitempty"`
+		CreatedAt time.Time `json:"created_at"`
+	}
+	out := make([]suppressionJSON, len(list))
+	for i, sp := range list {
+		out[i] = suppressionJSON{sp.Channel, sp.Address, sp.Scope, string(sp.Class), sp.Reason, sp.Provider, sp.Source, sp.CreatedAt}
+	}
+	reply(w, http.StatusOK, out)
 }
 
 func parseID(w http.ResponseWriter, r *http.Request) (uuid.UUID, bool) {

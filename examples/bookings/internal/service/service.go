@@ -1,7 +1,9 @@
 // Package service is the booking service of the example: an HTTP API whose
 // "confirm booking" call updates the booking and, in the same transaction,
-// stages the notifications for the driver and the host; and the relay that
-// delivers them by mail, push, SMS and in-app.
+// stages the notifications for the driver and the host; the relay that
+// delivers them by mail, push, SMS and in-app; and the receivers of what
+// the providers report back (bounces, STOPs, uninstalled apps), which
+// suppress the addresses that can take no more.
 package service
 
 import (
@@ -13,8 +15,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/lib/pq"
 
 	"github.com/tidings-go/tidings"
 	"github.com/tidings-go/tidings/delivery"
@@ -39,6 +44,8 @@ type Config struct {
 	// QuietHoursJitter spreads what quiet hours held back after each
 	// window (notification.Config.QuietHoursJitter); default 5 minutes.
 	QuietHoursJitter time.Duration
+	// Feedback is what the providers report back, and how it is checked.
+	Feedback Feedback
 }
 
 // categories are the service's notification categories: bookings, which
@@ -89,21 +96,29 @@ func Run(ctx context.Context, cfg Config, ln net.Listener) error {
 	for ch, d := range cfg.Channels {
 		deliveries[ch] = d
 	}
-	if d, ok := deliveries["sms"]; ok {
-		deliveries["sms"] = phoneBook(cfg.DB, d)
-	}
-	disp, err := notification.NewDispatcher(&notification.Config{Deliveries: deliveries, Categories: categories,
-		QuietHoursJitter: cfg.QuietHoursJitter, Logger: cfg.Logger})
-	if err != nil {
-		return err
-	}
 	notes, err := notification.NewClient(cfg.DB, nil)
 	if err != nil {
 		return err
 	}
+	disp, err := notification.NewDispatcher(&notification.Config{Deliveries: deliveries, Categories: categories,
+		Resolvers:        map[string]notification.Resolver{"sms": phoneBook(cfg.DB)},
+		QuietHoursJitter: cfg.QuietHoursJitter, Receipts: cfg.Feedback.receipts(), Logger: cfg.Logger})
+	if err != nil {
+		return err
+	}
 	s := &Service{db: cfg.DB, inapp: ia, notes: notes, log: log}
+	mux := s.routes()
+	// The providers' reports ride the module's relay, which the
+	// dispatcher below applies them from.
+	reports, err := notes.FeedbackStore(Module)
+	if err != nil {
+		return err
+	}
+	if err := cfg.Feedback.mount(mux, reports, cfg.Logger); err != nil {
+		return err
+	}
 
-	srv := &http.Server{Handler: s.routes(), ReadHeaderTimeout: 5 * time.Second,
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second,
 		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) }}
 	var wg sync.WaitGroup
 	errs := make(chan error, 2)
@@ -139,20 +154,38 @@ func Run(ctx context.Context, cfg Config, ln net.Listener) error {
 	return first
 }
 
-// phoneBook looks the driver's phone number up when the SMS is delivered,
-// not when it was staged: a number corrected after a failure is the one a
-// re-emitted request uses. The request's recipient is the user id.
-func phoneBook(db *sql.DB, sms delivery.Delivery) delivery.Delivery {
-	return delivery.Func(func(ctx context.Context, p delivery.Pending) delivery.Outcome {
-		var phone string
-		err := db.QueryRowContext(ctx, `SELECT phone FROM bookings.users WHERE id = $1`, p.Recipient).Scan(&phone)
-		if errors.Is(err, sql.ErrNoRows) {
-			return delivery.Reject(errors.New("sms: no such user"))
+// phoneBook resolves the recipient of a text addressed to a user (a
+// booking's) to the user's phone number, looked up when the text is
+// delivered, not when it was staged: a number corrected after a failure
+// is the one a re-emitted request uses, and a number that texted STOP is
+// suppressed however its texts are addressed. A text addressed to a
+// number (a verification code for it) goes to that number.
+func phoneBook(db *sql.DB) notification.Resolver {
+	return notification.ResolverFunc(func(ctx context.Context, recipients []string) (map[string]string, error) {
+		numbers := map[string]string{}
+		var users []string
+		for _, r := range recipients {
+			if strings.HasPrefix(r, "+") {
+				numbers[r] = r
+			} else {
+				users = append(users, r)
+			}
 		}
+		if len(users) == 0 {
+			return numbers, nil
+		}
+		rows, err := db.QueryContext(ctx, `SELECT id, phone FROM bookings.users WHERE id = ANY($1) AND phone <> ''`, pq.Array(users))
 		if err != nil {
-			return delivery.Retry(fmt.Errorf("sms: look up the phone number: %w", err))
+			return nil, fmt.Errorf("look up the phone numbers: %w", err)
 		}
-		p.Recipient = phone
-		return sms.Deliver(ctx, p)
+		defer rows.Close()
+		for rows.Next() {
+			var id, phone string
+			if err := rows.Scan(&id, &phone); err != nil {
+				return nil, fmt.Errorf("look up the phone numbers: %w", err)
+			}
+			numbers[id] = phone
+		}
+		return numbers, rows.Err()
 	})
 }

@@ -1,0 +1,2 @@
+DROP TABLE transient_failure;
+DROP TABLE suppression;

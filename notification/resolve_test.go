@@ -1,0 +1,128 @@
+package notification_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tidings-go/tidings/delivery"
+	"github.com/tidings-go/tidings/notification"
+	"github.com/tidings-go/tidings/relay"
+)
+
+// phoneBook is a Resolver of user ids to numbers that fails while down
+// and records what it was asked, batch by batch.
+type phoneBook struct {
+	mu      sync.Mutex
+	numbers map[string]string
+	down    bool
+	asked   [][]string
+}
+
+func (pb *phoneBook) Resolve(_ context.Context, users []string) (map[string]string, error) {
+	pb.mu.Lock()
+	defer pb.mu.Unlock()
+	pb.asked = append(pb.asked, slices.Clone(users))
+	if pb.down {
+		return nil, errors.New("the directory is down")
+	}
+	out := map[string]string{}
+	for _, u := range users {
+		if n, ok := pb.numbers[u]; ok {
+			out[u] = n
+		}
+	}
+	return out, nil
+}
+
+func (pb *phoneBook) set(f func(pb *phoneBook)) {
+	pb.mu.Lock()
+	defer pb.mu.Unlock()
+	f(pb)
+}
+
+// A channel's Resolver turns the user a request names into the address
+// its delivery sends to, once per batch for its distinct recipients,
+// before the recipient rules: the delivery sees the address, the
+// suppression of the address stops the request, a user without one ends
+// dead with recipient.unresolved, and a failed lookup is offered again
+// without spending an attempt.
+func TestResolvers(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	pb := &phoneBook{numbers: map[string]string{"user-1": "+15550001", "user-2": "+15550002", "user-3": "+15550003"}}
+	cfg := b.config()
+	cfg.Resolvers = map[string]notification.Resolver{"sms": pb}
+	b.inTx(t, func(tx *sql.Tx) {
+		require.NoError(t, b.client.Suppress(t.Context(), tx, notification.Suppression{Channel: "sms", Address: "+15550002"}))
+	})
+	text := func(user string) notification.Request {
+		return notification.Request{Channel: "sms", Recipient: user, Template: "booked"}
+	}
+	// Staged before the relay runs, so that one batch holds them all.
+	ids := b.stage(t, text("user-1"), text("user-1"), text("user-2"), text("nobody"), mailTo("user-1"))
+	b.run(t, b.dispatcher(t, cfg))
+
+	for _, id := range ids[:2] {
+		st := b.waitOutcome(t, id)
+		require.Equal(t, notification.OutcomeDelivered, st.Outcome)
+	}
+	got := b.sms.Requests()
+	require.Len(t, got, 2)
+	for _, p := range got {
+		require.Equal(t, "+15550001", p.Recipient, "the delivery sends to the address")
+	}
+	require.Equal(t, [][]string{{"user-1", "user-2", "nobody"}}, pb.asked, "one call per batch, each recipient once, sms only")
+
+	st := b.waitOutcome(t, ids[2])
+	require.Equal(t, notification.OutcomeSuppressed, st.Outcome, "the resolved address is suppressed")
+	require.Zero(t, b.sms.Count(ids[2]))
+
+	st = b.waitOutcome(t, ids[3])
+	require.Equal(t, relay.StateDead, st.State)
+	require.Equal(t, notification.CodeUnresolved, st.Code)
+
+	require.Equal(t, "user-1", b.mail.Requests()[0].Recipient, "a channel without a Resolver sends to the recipient")
+
+	t.Run("Down", func(t *testing.T) {
+		pb.set(func(pb *phoneBook) { pb.down = true; pb.asked = nil })
+		id := b.stage(t, text("user-3"))[0]
+		require.Eventually(t, func() bool { return b.status(t, id).Unsure >= 2 }, 15*time.Second, 5*time.Millisecond,
+			"waiting for the failed lookups to offer the request again")
+		st := b.status(t, id)
+		require.Equal(t, relay.StatePending, st.State)
+		require.Zero(t, st.Attempts, "a failed lookup spends no attempt")
+		require.Equal(t, notification.CodeClaimFailed, st.Code)
+		pb.set(func(pb *phoneBook) { pb.down = false })
+		require.Equal(t, notification.OutcomeDelivered, b.waitOutcome(t, id).Outcome)
+		require.Equal(t, 1, b.sms.Count(id))
+		require.Equal(t, "+15550003", requestOf(t, b.sms.Requests(), id).Recipient)
+	})
+	t.Run("Config", func(t *testing.T) {
+		for name, rs := range map[string]map[string]notification.Resolver{
+			`Resolvers["push"] names no channel`: {"push": pb},
+			`Resolvers["sms"] is nil`:            {"sms": nil},
+		} {
+			cfg := b.config()
+			cfg.Resolvers = rs
+			_, err := notification.NewDispatcher(&cfg)
+			require.ErrorIs(t, err, notification.ErrConfig)
+			require.ErrorContains(t, err, name)
+		}
+	})
+}
+
+// requestOf returns the request of id among ps.
+func requestOf(t *testing.T, ps []delivery.Pending, id uuid.UUID) delivery.Pending {
+	t.Helper()
+	i := slices.IndexFunc(ps, func(p delivery.Pending) bool { return p.ID == id })
+	require.GreaterOrEqual(t, i, 0, "no request %s among %d", id, len(ps))
+	return ps[i]
+}
