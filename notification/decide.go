@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/lib/pq"
 
+	"github.com/tidings-go/tidings/internal/pgarray"
 	"github.com/tidings-go/tidings/relay"
 )
 
@@ -83,7 +83,7 @@ func (d *Dispatcher) readRules(ctx context.Context, bind *binding, subjects []st
 	if len(subjects) == 0 {
 		return r, nil
 	}
-	rows, err := bind.db.QueryContext(ctx, bind.policy.batchRules, pq.Array(subjects))
+	rows, err := bind.db.QueryContext(ctx, bind.policy.batchRules, pgarray.Of(subjects))
 	if err != nil {
 		return r, fmt.Errorf("read the recipient rules: %w", err)
 	}
@@ -263,7 +263,7 @@ func (d *Dispatcher) claimKeys(ctx context.Context, bind *binding, tx *sql.Tx, j
 	if len(keys) == 0 {
 		return stopped, nil
 	}
-	claimed, err := scanKeys(tx.QueryContext(ctx, bind.policy.claimKeys, d.cfg.Consumer, pq.Array(keys), pq.Array(ids)))
+	claimed, err := scanKeys(tx.QueryContext(ctx, bind.policy.claimKeys, d.cfg.Consumer, pgarray.Of(keys), pgarray.Of(ids)))
 	if err != nil {
 		return nil, fmt.Errorf("claim dedup keys: %w", err)
 	}
@@ -276,7 +276,7 @@ func (d *Dispatcher) claimKeys(ctx context.Context, bind *binding, tx *sql.Tx, j
 	if len(held) == 0 {
 		return stopped, nil
 	}
-	rows, err := tx.QueryContext(ctx, bind.policy.readKeys, d.cfg.Consumer, pq.Array(held))
+	rows, err := tx.QueryContext(ctx, bind.policy.readKeys, d.cfg.Consumer, pgarray.Of(held))
 	if err != nil {
 		return nil, fmt.Errorf("read dedup keys: %w", err)
 	}
