@@ -235,7 +235,7 @@ func TestLongestSchemaStagesAndWakes(t *testing.T) {
 	db := pgtest.DB(t)
 	ob, err := relay.NewOutbox(&relay.OutboxConfig{Schema: schema})
 	require.NoError(t, err)
-	b := testBundle{db: db, schema: schema, ob: ob}
+	b := testBundle{db: db, native: &drivertest.DB{DB: db}, schema: schema, ob: ob}
 	sink := newRecorder(nil)
 	supervise(t, db, b.config(t), sink) // sweep every hour: the wake-up must work
 	b.eventually(t, "true", 0, time.Second)
