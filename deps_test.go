@@ -442,3 +442,43 @@ func TestRelayKnowsNoNotification(t *testing.T) {
 		require.NotZero(t, literals)
 	})
 }
+
+// driverModules are the PostgreSQL drivers a service may use, one or the
+// other: a service on one never builds the other.
+const (
+	libPQ = "github.com/lib/pq"
+	pgx   = "github.com/jackc/pgx/v5"
+)
+
+// TestDriversStayApart checks, with go list -deps, that the library's
+// packages import no driver, so that a service gets only the one it
+// chose: lib/pq through relay/pqlisten, pgx through relay/pgxlisten and
+// dbtx/pgxtx, and the pgx example service builds without lib/pq.
+func TestDriversStayApart(t *testing.T) {
+	t.Parallel()
+	drivers := func(pkgs ...string) []string {
+		var found []string
+		for _, p := range listDeps(t, pkgs...) {
+			if p.Module != nil && (p.Module.Path == libPQ || p.Module.Path == pgx) && !slices.Contains(found, p.Module.Path) {
+				found = append(found, p.Module.Path)
+			}
+		}
+		slices.Sort(found)
+		return found
+	}
+	for _, c := range []struct {
+		pkgs []string
+		want []string
+	}{
+		{[]string{".", "./dbtx", "./inbox", "./relay", "./relay/relaytest", "./notification", "./notification/notificationtest",
+			"./notification/feedback", "./delivery/...", "./retrypolicy", "./recording"}, nil},
+		{[]string{"./relay/pqlisten"}, []string{libPQ}},
+		{[]string{"./relay/pgxlisten", "./dbtx/pgxtx"}, []string{pgx}},
+		{[]string{"./examples/pgx/..."}, []string{pgx}},
+	} {
+		t.Run(strings.Join(c.pkgs, ","), func(t *testing.T) {
+			t.Parallel()
+			require.Equal(t, c.want, drivers(c.pkgs...))
+		})
+	}
+}

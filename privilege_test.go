@@ -24,6 +24,7 @@ import (
 	"github.com/tidings-go/tidings/notification"
 	"github.com/tidings-go/tidings/recording"
 	"github.com/tidings-go/tidings/relay"
+	"github.com/tidings-go/tidings/relay/pqlisten"
 	"github.com/tidings-go/tidings/relay/relaytest"
 )
 
@@ -83,7 +84,7 @@ func TestLeastPrivilege(t *testing.T) {
 	require.NoError(t, err)
 
 	var logs logbuf.Buffer
-	relaytest.Supervise(t, app, relay.Config{Module: "app", Schema: schema, ListenDSN: dsn,
+	relaytest.Supervise(t, app, relay.Config{Module: "app", Schema: schema, Listener: pqlisten.New(dsn),
 		HandTimeout: 5 * time.Second, Lease: 10 * time.Second, SweepInterval: time.Hour, GracePeriod: 5 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}, d)
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/tidings-go/tidings"
 	"github.com/tidings-go/tidings/delivery"
+	"github.com/tidings-go/tidings/internal/drivertest"
 	"github.com/tidings-go/tidings/internal/ledger"
 	"github.com/tidings-go/tidings/internal/pgtemp"
 	"github.com/tidings-go/tidings/internal/pgtest"
@@ -56,11 +57,11 @@ func logger() *slog.Logger {
 // relayConfig is the relay of every test: short leases and timeouts, so a
 // crashed hand comes back within seconds, and a delivery timeout far above
 // the provider's latency, so no duplicate comes from a timeout.
-func relayConfig(schema, listenDSN string) relay.Config {
+func relayConfig(schema string, listener relay.Listener) relay.Config {
 	return relay.Config{
 		Module:        module,
 		Schema:        schema,
-		ListenDSN:     listenDSN,
+		Listener:      listener,
 		BatchSize:     50,
 		Concurrency:   20,
 		HandTimeout:   3 * time.Second,
@@ -204,16 +205,12 @@ func (b testBundle) dsn(t *testing.T, app string) string {
 }
 
 // runRelay supervises an in-process relay with the dispatcher, on a pool
-// of its own named appRelay, and returns a function that stops it (also
+// of its own named appRelay, of the driver the test runs on, and returns a function that stops it (also
 // called when the test ends).
 func (b testBundle) runRelay(t *testing.T, cfg relay.Config) (stop func()) {
 	t.Helper()
-	db, err := sql.Open("postgres", b.dsn(t, appRelay))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = db.Close() })
 	// A connection per hand, kept open (see child).
-	db.SetMaxOpenConns(cfg.Concurrency + 8)
-	db.SetMaxIdleConns(cfg.Concurrency + 8)
+	db := drivertest.For(t).Open(t, b.dsn(t, appRelay), cfg.Concurrency+8).DB
 	dcfg := dispatcherConfig(b.client)
 	d, err := notification.NewDispatcher(&dcfg)
 	require.NoError(t, err)
@@ -391,7 +388,7 @@ func (b testBundle) sessions(t *testing.T, app string) int {
 func (b testBundle) checkLedger(t *testing.T) *ledger.Report {
 	t.Helper()
 	// At most the child relay and an in-process one hand at once.
-	inFlight := childConcurrency + relayConfig("", "").Concurrency
+	inFlight := childConcurrency + relayConfig("", nil).Concurrency
 	r, err := ledger.Check(t.Context(), b.db, ledger.Config{Schema: b.schema, Module: module, Consumer: consumer,
 		Known: b.known.list(), InFlight: inFlight}, b.provider.Receipts(), b.faults.List())
 	require.NoError(t, err)

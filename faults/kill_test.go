@@ -2,7 +2,6 @@ package faults_test
 
 import (
 	"context"
-	"database/sql"
 	"math/rand/v2"
 	"os"
 	"testing"
@@ -11,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tidings-go/tidings/internal/child"
+	"github.com/tidings-go/tidings/internal/drivertest"
 	"github.com/tidings-go/tidings/internal/ledger"
 	"github.com/tidings-go/tidings/notification"
 	"github.com/tidings-go/tidings/relay"
@@ -22,6 +22,7 @@ const (
 	envChildDSN      = "TIDINGS_FAULTS_CHILD_DSN"
 	envChildSchema   = "TIDINGS_FAULTS_CHILD_SCHEMA"
 	envChildProvider = "TIDINGS_FAULTS_CHILD_PROVIDER"
+	envChildDriver   = "TIDINGS_FAULTS_CHILD_DRIVER"
 )
 
 // childConcurrency is the child relay's: more hands in flight, more
@@ -38,16 +39,19 @@ func runChild() bool {
 }
 
 func runRelayChild(ctx context.Context, dsn, schema, providerURL string) error {
-	db, err := sql.Open("postgres", dsn)
+	// Room for a connection per hand, kept open: database/sql keeps only
+	// two idle connections by default, and a relay that opens a session
+	// per hand spends its time forking backends.
+	drv := drivertest.Driver(os.Getenv(envChildDriver))
+	db, err := drv.OpenDB(dsn, childConcurrency+8)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	// Room for a connection per hand, kept open: database/sql keeps only
-	// two idle connections by default, and a relay that opens a session
-	// per hand spends its time forking backends.
-	db.SetMaxOpenConns(childConcurrency + 8)
-	db.SetMaxIdleConns(childConcurrency + 8)
+	listener, err := drv.NewListener(dsn)
+	if err != nil {
+		return err
+	}
 	client := ledger.NewClient(providerURL)
 	defer client.Close()
 	dcfg := dispatcherConfig(client)
@@ -55,16 +59,16 @@ func runRelayChild(ctx context.Context, dsn, schema, providerURL string) error {
 	if err != nil {
 		return err
 	}
-	cfg := relayConfig(schema, dsn)
+	cfg := relayConfig(schema, listener)
 	cfg.Concurrency = childConcurrency
 	cfg.BatchSize = childConcurrency
-	return relay.Supervise(ctx, db, &cfg, stamped{d})
+	return relay.Supervise(ctx, db.DB, &cfg, stamped{d})
 }
 
 func (b testBundle) startChild(t *testing.T) *child.Process {
 	t.Helper()
 	return child.Test(t, map[string]string{envChildDSN: b.dsn(t, appRelay), envChildSchema: b.schema,
-		envChildProvider: b.provider.URL()}, false)
+		envChildProvider: b.provider.URL(), envChildDriver: string(drivertest.For(t))}, false)
 }
 
 // Item 1 of the issue: the relay process is killed five times while 10,000
@@ -75,6 +79,10 @@ func (b testBundle) startChild(t *testing.T) *child.Process {
 // twice.
 func TestSIGKILLFiveTimes(t *testing.T) {
 	t.Parallel()
+	drivertest.Run(t, testSIGKILLFiveTimes)
+}
+
+func testSIGKILLFiveTimes(t *testing.T, _ drivertest.Driver) {
 	b := setupShared(t)
 	const events, kills = 10_000, 5
 	b.mustStage(t, events)

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/tidings-go/tidings/internal/drivertest"
 )
 
 // Item 5 of the issue: PostgreSQL stopped in immediate mode, as a crash
@@ -14,8 +16,12 @@ import (
 // back are delivered again with the same key, claims it kept are not.
 func TestImmediateStopAndStart(t *testing.T) {
 	t.Parallel()
+	drivertest.Run(t, testImmediateStopAndStart)
+}
+
+func testImmediateStopAndStart(t *testing.T, _ drivertest.Driver) {
 	b := setupCluster(t)
-	cfg := relayConfig(b.schema, b.dsn(t, appListen))
+	cfg := relayConfig(b.schema, drivertest.For(t).Listener(t, b.dsn(t, appListen)))
 	// Longer than every wait below: recovery must come from the relay
 	// reconnecting, not from its safety net.
 	cfg.SweepInterval = 5 * time.Minute

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/tidings-go/tidings/internal/drivertest"
 )
 
 // Item 4 of the issue: pg_terminate_backend of every session of the relay,
@@ -14,8 +16,12 @@ import (
 // away), and nothing is lost or claimed twice.
 func TestTerminateBackendsUnderLoad(t *testing.T) {
 	t.Parallel()
+	drivertest.Run(t, testTerminateBackendsUnderLoad)
+}
+
+func testTerminateBackendsUnderLoad(t *testing.T, _ drivertest.Driver) {
 	b := setupCluster(t)
-	cfg := relayConfig(b.schema, b.dsn(t, appListen))
+	cfg := relayConfig(b.schema, drivertest.For(t).Listener(t, b.dsn(t, appListen)))
 	cfg.SweepInterval = time.Hour // only a wake-up (or the relay's own timers) finds new rows
 	stopRelay := b.runRelay(t, cfg)
 

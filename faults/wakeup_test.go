@@ -7,6 +7,8 @@ import (
 
 	"github.com/lib/pq"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tidings-go/tidings/internal/drivertest"
 )
 
 // listenRole is the role of the relay's LISTEN session in the lost
@@ -21,6 +23,10 @@ const listenRole = "faults_listener"
 // twice the sweep interval of its staging.
 func TestLostWakeUp(t *testing.T) {
 	t.Parallel()
+	drivertest.Run(t, testLostWakeUp)
+}
+
+func testLostWakeUp(t *testing.T, _ drivertest.Driver) {
 	b := setupCluster(t)
 	_, err := b.admin.ExecContext(t.Context(), `CREATE ROLE `+listenRole+` LOGIN`)
 	require.NoError(t, err)
@@ -28,7 +34,7 @@ func TestLostWakeUp(t *testing.T) {
 	listenDSN, err := url.Parse(b.dsn(t, appListen))
 	require.NoError(t, err)
 	listenDSN.User = url.User(listenRole)
-	cfg := relayConfig(b.schema, listenDSN.String())
+	cfg := relayConfig(b.schema, drivertest.For(t).Listener(t, listenDSN.String()))
 	cfg.SweepInterval = sweep
 	stopRelay := b.runRelay(t, cfg)
 	waitFor(t, 10*time.Second, func() bool { return b.sessions(t, appListen) == 1 },

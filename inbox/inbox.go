@@ -11,11 +11,11 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/lib/pq"
 
 	"github.com/tidings-go/tidings/dbtx"
 	"github.com/tidings-go/tidings/internal/ident"
 	"github.com/tidings-go/tidings/internal/migrate"
+	"github.com/tidings-go/tidings/internal/pgarray"
 	"github.com/tidings-go/tidings/internal/purge"
 )
 
@@ -113,7 +113,7 @@ func (ib *Inbox) OnceBatch(ctx context.Context, tx dbtx.Queryer, consumer string
 	if err := ident.Check("consumer", consumer); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	rows, err := tx.QueryContext(ctx, ib.onceBatch, consumer, pq.Array(uuidStrings(eventIDs)))
+	rows, err := tx.QueryContext(ctx, ib.onceBatch, consumer, pgarray.Of(uuidStrings(eventIDs)))
 	if err != nil {
 		return nil, fmt.Errorf("inbox: claim batch: %w", err)
 	}
@@ -135,7 +135,7 @@ func (ib *Inbox) OnceBatch(ctx context.Context, tx dbtx.Queryer, consumer string
 // Release removes consumer's claims of eventIDs inside tx, the transaction
 // that took them: the effects they guarded did not happen after all.
 func (ib *Inbox) Release(ctx context.Context, tx dbtx.Execer, consumer string, eventIDs []uuid.UUID) error {
-	if _, err := tx.ExecContext(ctx, ib.release, consumer, pq.Array(uuidStrings(eventIDs))); err != nil {
+	if _, err := tx.ExecContext(ctx, ib.release, consumer, pgarray.Of(uuidStrings(eventIDs))); err != nil {
 		return fmt.Errorf("inbox: release: %w", err)
 	}
 	return nil

@@ -23,6 +23,7 @@ import (
 	"github.com/tidings-go/tidings/notification"
 	"github.com/tidings-go/tidings/recording"
 	"github.com/tidings-go/tidings/relay"
+	"github.com/tidings-go/tidings/relay/pqlisten"
 	"github.com/tidings-go/tidings/relay/relaytest"
 )
 
@@ -141,7 +142,7 @@ func BenchmarkDispatcherDrain(b *testing.B) {
 			Deliveries: map[string]delivery.Delivery{"mail": mail},
 		})
 		require.NoError(b, err)
-		cfg := relay.Config{Module: module, Schema: d.schema, ListenDSN: dsn}
+		cfg := relay.Config{Module: module, Schema: d.schema, Listener: pqlisten.New(dsn)}
 
 		b.StartTimer()
 		stop := relaytest.Supervise(b, db, cfg, disp)

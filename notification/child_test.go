@@ -13,9 +13,11 @@ import (
 
 	"github.com/tidings-go/tidings/delivery"
 	"github.com/tidings-go/tidings/internal/child"
+	"github.com/tidings-go/tidings/internal/pgtest"
 	"github.com/tidings-go/tidings/internal/testwait"
 	"github.com/tidings-go/tidings/notification"
 	"github.com/tidings-go/tidings/relay"
+	"github.com/tidings-go/tidings/relay/pqlisten"
 )
 
 // childLease is the child relay's lease: short, so that the crash test
@@ -49,7 +51,7 @@ func runChild() bool {
 		if err != nil {
 			return err
 		}
-		return relay.Supervise(ctx, db, &relay.Config{Module: module, Schema: os.Getenv(envChildSchema), ListenDSN: dsn,
+		return relay.Supervise(ctx, db, &relay.Config{Module: module, Schema: os.Getenv(envChildSchema), Listener: pqlisten.New(dsn),
 			HandTimeout: childLease - time.Second, Lease: childLease}, d)
 	})
 }
@@ -59,7 +61,7 @@ func TestCrashAfterTheProviderAcceptedDeliversAgainWithTheSameID(t *testing.T) {
 	b := setup(t)
 	id := b.stage(t, mailTo("a@example.com"))[0]
 
-	c := child.Test(t, map[string]string{envChildDSN: b.relayConfig(t).ListenDSN, envChildSchema: b.schema}, true)
+	c := child.Test(t, map[string]string{envChildDSN: pgtest.URL(t), envChildSchema: b.schema}, true)
 	line, err := c.Next("accepted ", testwait.Within)
 	require.NoError(t, err, "the child hands the request to its provider")
 	accepted := uuid.MustParse(line)

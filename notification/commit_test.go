@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tidings-go/tidings/delivery"
+	"github.com/tidings-go/tidings/internal/drivertest"
 	"github.com/tidings-go/tidings/internal/pgtest"
 	"github.com/tidings-go/tidings/internal/testwait"
 	"github.com/tidings-go/tidings/notification"
@@ -20,6 +21,10 @@ import (
 
 func TestCommit(t *testing.T) {
 	t.Parallel()
+	drivertest.Run(t, testCommit)
+}
+
+func testCommit(t *testing.T, _ drivertest.Driver) {
 
 	// Shared: the requests of a claimed batch and channel are claimed,
 	// delivered and settled in one transaction, so each request's inbox

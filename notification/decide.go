@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/lib/pq"
 
+	"github.com/tidings-go/tidings/internal/pgarray"
 	"github.com/tidings-go/tidings/notification/feedback"
 	"github.com/tidings-go/tidings/relay"
 )
@@ -123,7 +123,7 @@ func (d *Dispatcher) readRules(ctx context.Context, bind *binding, subjects []st
 	for i, dst := range dests {
 		channels[i], addresses[i] = dst.channel, dst.address
 	}
-	rows, err := bind.db.QueryContext(ctx, bind.policy.batchRules, pq.Array(subjects), pq.Array(channels), pq.Array(addresses))
+	rows, err := bind.db.QueryContext(ctx, bind.policy.batchRules, pgarray.Of(subjects), pgarray.Of(channels), pgarray.Of(addresses))
 	if err != nil {
 		return r, fmt.Errorf("read the recipient rules: %w", err)
 	}
@@ -400,7 +400,7 @@ func (d *Dispatcher) claimKeys(ctx context.Context, bind *binding, tx *sql.Tx, j
 	if len(keys) == 0 {
 		return stopped, nil
 	}
-	claimed, err := scanKeys(tx.QueryContext(ctx, bind.policy.claimKeys, d.cfg.Consumer, pq.Array(keys), pq.Array(ids)))
+	claimed, err := scanKeys(tx.QueryContext(ctx, bind.policy.claimKeys, d.cfg.Consumer, pgarray.Of(keys), pgarray.Of(ids)))
 	if err != nil {
 		return nil, fmt.Errorf("claim dedup keys: %w", err)
 	}
@@ -413,7 +413,7 @@ func (d *Dispatcher) claimKeys(ctx context.Context, bind *binding, tx *sql.Tx, j
 	if len(held) == 0 {
 		return stopped, nil
 	}
-	rows, err := tx.QueryContext(ctx, bind.policy.readKeys, d.cfg.Consumer, pq.Array(held))
+	rows, err := tx.QueryContext(ctx, bind.policy.readKeys, d.cfg.Consumer, pgarray.Of(held))
 	if err != nil {
 		return nil, fmt.Errorf("read dedup keys: %w", err)
 	}

@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/lib/pq"
 
 	"github.com/tidings-go/tidings/delivery"
 	"github.com/tidings-go/tidings/inbox"
+	"github.com/tidings-go/tidings/internal/pgarray"
 	"github.com/tidings-go/tidings/internal/purge"
 	"github.com/tidings-go/tidings/relay"
 )
@@ -427,7 +427,7 @@ func (d *Dispatcher) deliverAll(ctx context.Context, bind *binding, b *relay.Bat
 	}
 	if len(failed) > 0 {
 		// A request that was not delivered holds no dedup key.
-		if _, err := tx.ExecContext(txCtx, bind.policy.releaseKeys, d.cfg.Consumer, pq.Array(failed)); err != nil {
+		if _, err := tx.ExecContext(txCtx, bind.policy.releaseKeys, d.cfg.Consumer, pgarray.Of(failed)); err != nil {
 			notCommitted(fmt.Errorf("release dedup keys: %w", err))
 			return
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tidings-go/tidings/dbtx"
 	"github.com/tidings-go/tidings/delivery"
+	"github.com/tidings-go/tidings/internal/drivertest"
 	"github.com/tidings-go/tidings/internal/testwait"
 	"github.com/tidings-go/tidings/notification"
 	"github.com/tidings-go/tidings/relay"
@@ -23,6 +24,10 @@ import (
 
 func TestDispatcher(t *testing.T) {
 	t.Parallel()
+	drivertest.Run(t, testDispatcher)
+}
+
+func testDispatcher(t *testing.T, _ drivertest.Driver) {
 
 	t.Run("DeliversWithThePendingAsStaged", func(t *testing.T) {
 		t.Parallel()
@@ -30,7 +35,7 @@ func TestDispatcher(t *testing.T) {
 		b.mail.Script(delivery.DeliveredWithReference("msg-1"))
 		b.run(t, b.dispatcher(t, b.config()))
 		ctx := relay.WithCorrelationID(t.Context(), "booking-9")
-		id, err := b.ob.Stage(ctx, b.db, must(mailTo("ada@example.com").Message(module)))
+		id, err := b.ob.Stage(ctx, b.native.Execer(), must(mailTo("ada@example.com").Message(module)))
 		require.NoError(t, err)
 
 		got, err := b.mail.Wait(waitCtx(t), 1)
@@ -175,12 +180,12 @@ func TestDispatcher(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		b.run(t, b.dispatcher(t, b.config()))
-		other, err := b.ob.Stage(t.Context(), b.db, relay.Message{Module: module, Kind: "order.placed", Payload: json.RawMessage(`{}`)})
+		other, err := b.ob.Stage(t.Context(), b.native.Execer(), relay.Message{Module: module, Kind: "order.placed", Payload: json.RawMessage(`{}`)})
 		require.NoError(t, err)
 		fax := b.stage(t, notification.Request{Channel: "fax", Recipient: "+1555"})[0]
-		corrupt, err := b.ob.Stage(t.Context(), b.db, relay.Message{Module: module, Kind: notification.Kind, Payload: json.RawMessage(`{"channel": 7}`)})
+		corrupt, err := b.ob.Stage(t.Context(), b.native.Execer(), relay.Message{Module: module, Kind: notification.Kind, Payload: json.RawMessage(`{"channel": 7}`)})
 		require.NoError(t, err)
-		empty, err := b.ob.Stage(t.Context(), b.db, relay.Message{Module: module, Kind: notification.Kind, Payload: json.RawMessage(`{"channel":"mail"}`)})
+		empty, err := b.ob.Stage(t.Context(), b.native.Execer(), relay.Message{Module: module, Kind: notification.Kind, Payload: json.RawMessage(`{"channel":"mail"}`)})
 		require.NoError(t, err)
 
 		require.Equal(t, relay.StateProcessed, b.waitSettled(t, other).State, "not a request: accepted and ignored")
@@ -222,7 +227,7 @@ func TestDispatcher(t *testing.T) {
 		cfg.Deliveries["mail"] = delivery.Func(func(ctx context.Context, p delivery.Pending) delivery.Outcome {
 			if p.Template == "welcome" {
 				// The delivery passes no ids: they ride its context.
-				id, err := b.ob.Stage(ctx, b.db, must(notification.Request{Channel: "sms", Recipient: "+1555", Template: "after-welcome"}.Message(module)))
+				id, err := b.ob.Stage(ctx, b.native.Execer(), must(notification.Request{Channel: "sms", Recipient: "+1555", Template: "after-welcome"}.Message(module)))
 				if err != nil {
 					return delivery.Retry(err)
 				}
@@ -232,7 +237,7 @@ func TestDispatcher(t *testing.T) {
 		})
 		b.run(t, b.dispatcher(t, cfg))
 		ctx := relay.WithCorrelationID(t.Context(), "signup-3")
-		first, err := b.ob.Stage(ctx, b.db, must(mailTo("a@example.com").Message(module)))
+		first, err := b.ob.Stage(ctx, b.native.Execer(), must(mailTo("a@example.com").Message(module)))
 		require.NoError(t, err)
 
 		second := testwait.Recv(t, followUp, "the follow-up staged by the delivery")

@@ -15,6 +15,7 @@ import (
 	"github.com/tidings-go/tidings/notification"
 	"github.com/tidings-go/tidings/notification/feedback"
 	"github.com/tidings-go/tidings/relay"
+	"github.com/tidings-go/tidings/relay/pqlisten"
 )
 
 // Stage the notifications of a business event in the write that makes it
@@ -94,7 +95,7 @@ func ExampleNewDispatcher() {
 	if err != nil {
 		panic(err)
 	}
-	if err := relay.Supervise(ctx, db, &relay.Config{Module: "bookings", ListenDSN: dsn}, d); err != nil {
+	if err := relay.Supervise(ctx, db, &relay.Config{Module: "bookings", Listener: pqlisten.New(dsn)}, d); err != nil {
 		panic(err)
 	}
 }

@@ -13,7 +13,9 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/tidings-go/tidings"
+	"github.com/tidings-go/tidings/dbtx"
 	"github.com/tidings-go/tidings/delivery"
+	"github.com/tidings-go/tidings/internal/drivertest"
 	"github.com/tidings-go/tidings/internal/pgtest"
 	"github.com/tidings-go/tidings/notification"
 	"github.com/tidings-go/tidings/recording"
@@ -29,6 +31,7 @@ const (
 
 type testBundle struct {
 	db     *sql.DB
+	native *drivertest.DB // db, and on pgx its pgxpool: staging in the driver's own transactions
 	schema string
 	ob     *relay.Outbox
 	client *notification.Client
@@ -41,10 +44,14 @@ func setup(t *testing.T) testBundle {
 	schema := pgtest.Schema(t, tidings.Migrate)
 	ob, err := relay.NewOutbox(&relay.OutboxConfig{Schema: schema})
 	require.NoError(t, err)
-	db := pgtest.DB(t)
+	native := &drivertest.DB{DB: pgtest.DB(t)}
+	if d := drivertest.For(t); d != drivertest.PQ {
+		native = d.Open(t, pgtest.URL(t), 40)
+	}
+	db := native.DB
 	client, err := notification.NewClient(db, &notification.ClientConfig{Schema: schema, Consumer: consumer})
 	require.NoError(t, err)
-	return testBundle{db: db, schema: schema, ob: ob, client: client, mail: recording.New(), sms: recording.New()}
+	return testBundle{db: db, native: native, schema: schema, ob: ob, client: client, mail: recording.New(), sms: recording.New()}
 }
 
 // config is a dispatcher Config with the bundle's deliveries and a policy
@@ -79,7 +86,7 @@ func (b testBundle) relayConfig(t *testing.T) relay.Config {
 	return relay.Config{
 		Module:        module,
 		Schema:        b.schema,
-		ListenDSN:     pgtest.URL(t),
+		Listener:      drivertest.For(t).Listener(t, pgtest.URL(t)),
 		HandTimeout:   5 * time.Second,
 		Lease:         10 * time.Second,
 		SweepInterval: time.Hour,
@@ -114,8 +121,11 @@ func (b testBundle) stage(t *testing.T, reqs ...notification.Request) []uuid.UUI
 		require.NoError(t, err)
 		msgs[i] = msg
 	}
-	ids, err := b.ob.StageBatch(t.Context(), b.db, msgs)
-	require.NoError(t, err)
+	var ids []uuid.UUID
+	require.NoError(t, b.native.InTx(t.Context(), func(tx dbtx.Execer) (err error) {
+		ids, err = b.ob.StageBatch(t.Context(), tx, msgs)
+		return err
+	}))
 	return ids
 }
 

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/lib/pq"
 
 	"github.com/tidings-go/tidings/dbtx"
+	"github.com/tidings-go/tidings/internal/pgarray"
 	"github.com/tidings-go/tidings/internal/validate"
 )
 
@@ -186,8 +186,8 @@ func settleArgs(st []settlement) []any {
 		delays[i], texts[i], codes[i], took[i] = s.res.delay.Seconds(), s.res.text, s.res.code, s.took.Seconds()
 		details[i] = detailJSON(s.res.detail)
 	}
-	return []any{pq.Array(ids), pq.Array(hands), pq.Array(outcomes), pq.Array(delays), pq.Array(texts), pq.Array(attempts),
-		pq.Array(codes), pq.Array(took), pq.Array(details)}
+	return []any{pgarray.Of(ids), pgarray.Of(hands), pgarray.Of(outcomes), pgarray.Of(delays), pgarray.Of(texts), pgarray.Of(attempts),
+		pgarray.Of(codes), pgarray.Of(took), pgarray.Of(details)}
 }
 
 // detailJSON is a Result's detail as the settle statement takes it: "{}"

@@ -20,6 +20,7 @@ import (
 	"github.com/tidings-go/tidings"
 	"github.com/tidings-go/tidings/internal/pgtest"
 	"github.com/tidings-go/tidings/relay"
+	"github.com/tidings-go/tidings/relay/pqlisten"
 	"github.com/tidings-go/tidings/relay/relaytest"
 )
 
@@ -192,7 +193,7 @@ func BenchmarkDrain(b *testing.B) {
 	for range b.N {
 		schema, ob, drop := bb.schema(b)
 		bb.stageChunked(b, ob, drainRecords)
-		cfg := relay.Config{Module: module, Schema: schema, ListenDSN: bb.dsn}
+		cfg := relay.Config{Module: module, Schema: schema, Listener: pqlisten.New(bb.dsn)}
 
 		b.StartTimer()
 		stop := relaytest.Supervise(b, bb.db, cfg, sink)

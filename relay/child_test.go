@@ -2,7 +2,6 @@ package relay_test
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"os"
 	"strings"
@@ -14,6 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tidings-go/tidings/internal/child"
+	"github.com/tidings-go/tidings/internal/drivertest"
+	"github.com/tidings-go/tidings/internal/pgtest"
 	"github.com/tidings-go/tidings/internal/testwait"
 	"github.com/tidings-go/tidings/relay"
 )
@@ -23,6 +24,7 @@ import (
 const (
 	envChildDSN    = "TIDINGS_RELAY_CHILD_DSN"
 	envChildSchema = "TIDINGS_RELAY_CHILD_SCHEMA"
+	envChildDriver = "TIDINGS_RELAY_CHILD_DRIVER"
 )
 
 // childLease is the child relay's lease: short, so that the test lets it
@@ -39,7 +41,13 @@ const childMaxHands = 3
 // "poison" kills the process (exit status 3); one of kind "plain" is Done.
 func runChild() bool {
 	return child.Run(envChildDSN, func(ctx context.Context, dsn string) error {
-		db, err := sql.Open("postgres", dsn)
+		d := drivertest.Driver(os.Getenv(envChildDriver))
+		db, err := d.OpenDB(dsn, 20)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		listener, err := d.NewListener(dsn)
 		if err != nil {
 			return err
 		}
@@ -63,8 +71,8 @@ func runChild() bool {
 			}
 			return relay.Done()
 		})
-		return relay.Supervise(ctx, db, &relay.Config{
-			Module: module, Schema: os.Getenv(envChildSchema), ListenDSN: dsn,
+		return relay.Supervise(ctx, db.DB, &relay.Config{
+			Module: module, Schema: os.Getenv(envChildSchema), Listener: listener,
 			BatchSize: 10, Concurrency: 10, HandTimeout: childLease - time.Second, Lease: childLease, MaxHands: childMaxHands,
 		}, sink)
 	})
@@ -72,11 +80,20 @@ func runChild() bool {
 
 // startChild starts a child relay on b's schema.
 func (b testBundle) startChild(t *testing.T, lines bool) *child.Process {
-	return child.Test(t, map[string]string{envChildDSN: b.config(t).ListenDSN, envChildSchema: b.schema}, lines)
+	listen := b.listen
+	if listen == "" {
+		listen = pgtest.URL(t)
+	}
+	return child.Test(t, map[string]string{envChildDSN: listen, envChildSchema: b.schema,
+		envChildDriver: string(drivertest.For(t))}, lines)
 }
 
 func TestG2CrashMidBatchLosesNothing(t *testing.T) {
 	t.Parallel()
+	drivertest.Run(t, testG2CrashMidBatchLosesNothing)
+}
+
+func testG2CrashMidBatchLosesNothing(t *testing.T, _ drivertest.Driver) {
 	b := setup(t)
 	ids := b.stage(t, 100)
 

@@ -37,13 +37,15 @@ type Config struct {
 	// (tidings.SchemaDefault).
 	Schema string
 
-	// ListenDSN is the connection string of the session that LISTENs for
-	// wake-ups at commit. Supervise connects once at start and fails when
-	// it cannot; while the session is away later, the relay sweeps every
-	// ListenDownSweep (1 s) until it is back. Empty means the relay does
-	// not listen and finds new records on the SweepInterval alone: set a
-	// short one then.
-	ListenDSN string
+	// Listener is the LISTEN session that wakes the relay at the commit of
+	// a staging write: pqlisten.New(dsn) through lib/pq,
+	// pgxlisten.New(pool.Config().ConnConfig) through pgx (packages
+	// relay/pqlisten and relay/pgxlisten). Supervise connects it once at
+	// start and fails when it cannot; while the session is away later, the
+	// relay sweeps every ListenDownSweep (1 s) until it is back. Nil, the
+	// default, means the relay does not listen and finds new records on
+	// the SweepInterval alone: set a short one then.
+	Listener Listener
 
 	// BatchSize is the most records one claim takes. Default 50.
 	BatchSize int

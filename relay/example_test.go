@@ -13,6 +13,7 @@ import (
 
 	"github.com/tidings-go/tidings"
 	"github.com/tidings-go/tidings/relay"
+	"github.com/tidings-go/tidings/relay/pqlisten"
 )
 
 // Stage a record inside the application's own write: it exists if and only
@@ -94,9 +95,9 @@ func ExampleSupervise() {
 		return relay.Done()
 	})
 	err = relay.Supervise(ctx, db, &relay.Config{
-		Module:    "shop",
-		ListenDSN: dsn, // woken at commit; the sweep is the safety net
-		Logger:    slog.New(slog.NewJSONHandler(os.Stderr, nil)),
+		Module:   "shop",
+		Listener: pqlisten.New(dsn), // woken at commit; the sweep is the safety net
+		Logger:   slog.New(slog.NewJSONHandler(os.Stderr, nil)),
 	}, sink)
 	if err != nil {
 		panic(err) // an invalid config or an unreadable outbox; later failures are retried

@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tidings-go/tidings/internal/drivertest"
 	"github.com/tidings-go/tidings/internal/pgtest"
 	"github.com/tidings-go/tidings/internal/tcpproxy"
 	"github.com/tidings-go/tidings/internal/testwait"
@@ -86,7 +87,7 @@ func TestFaultRelayConnectionCut(t *testing.T) {
 		proxy, pool, dsn := b.faultProxyPool(t)
 		sink := newRecorder(nil)
 		cfg := b.config(t)
-		cfg.ListenDSN = dsn
+		cfg.Listener = drivertest.For(t).Listener(t, dsn)
 		cfg.HandTimeout = 300 * time.Millisecond
 		cfg.Lease = time.Second
 		cfg.SweepInterval = 500 * time.Millisecond

@@ -14,6 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tidings-go/tidings"
+	"github.com/tidings-go/tidings/dbtx"
+	"github.com/tidings-go/tidings/internal/drivertest"
 	"github.com/tidings-go/tidings/internal/pgtemp"
 	"github.com/tidings-go/tidings/internal/pgtest"
 	"github.com/tidings-go/tidings/relay"
@@ -24,17 +26,24 @@ const module = "orders"
 
 type testBundle struct {
 	db     *sql.DB
+	native *drivertest.DB // db, and on pgx its pgxpool: staging in the driver's own transactions
 	schema string
 	ob     *relay.Outbox
 	listen string // the relay's LISTEN DSN; empty means the test server's
 }
 
+// setup gives the test a schema of its own, and pools of the driver it
+// runs on (drivertest.For): the shared one on lib/pq.
 func setup(t *testing.T) testBundle {
 	t.Helper()
 	schema := pgtest.Schema(t, tidings.Migrate)
 	ob, err := relay.NewOutbox(&relay.OutboxConfig{Schema: schema})
 	require.NoError(t, err)
-	return testBundle{db: pgtest.DB(t), schema: schema, ob: ob}
+	native := &drivertest.DB{DB: pgtest.DB(t)}
+	if d := drivertest.For(t); d != drivertest.PQ {
+		native = d.Open(t, pgtest.URL(t), 20)
+	}
+	return testBundle{db: native.DB, native: native, schema: schema, ob: ob}
 }
 
 // config is a Config for tests: the test's schema, a LISTEN session, and
@@ -47,7 +56,7 @@ func (b testBundle) config(t *testing.T) relay.Config {
 	return relay.Config{
 		Module:        module,
 		Schema:        b.schema,
-		ListenDSN:     listen,
+		Listener:      drivertest.For(t).Listener(t, listen),
 		HandTimeout:   2 * time.Second,
 		Lease:         5 * time.Second,
 		SweepInterval: time.Hour, // tests of the sweep shorten it
@@ -71,12 +80,10 @@ func ownCluster(t *testing.T, opts *pgtemp.Options) (testBundle, *pgtemp.Cluster
 	t.Cleanup(func() { _ = admin.Close() })
 	require.NoError(t, tidings.Migrate(t.Context(), admin, tidings.SchemaDefault))
 	pgtest.Grant(t, admin, tidings.SchemaDefault)
-	db, err := sql.Open("postgres", app)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = db.Close() })
+	db := drivertest.For(t).Open(t, app, 20)
 	ob, err := relay.NewOutbox(nil)
 	require.NoError(t, err)
-	return testBundle{db: db, schema: tidings.SchemaDefault, ob: ob, listen: app}, cluster
+	return testBundle{db: db.DB, native: db, schema: tidings.SchemaDefault, ob: ob, listen: app}, cluster
 }
 
 func payload(i int) json.RawMessage { return json.RawMessage(fmt.Sprintf(`{"n":%d}`, i)) }
@@ -88,11 +95,11 @@ func (b testBundle) stage(t *testing.T, n int) []uuid.UUID {
 	for i := range msgs {
 		msgs[i] = relay.Message{Module: module, Kind: "order.placed", Payload: payload(i)}
 	}
-	tx, err := b.db.BeginTx(t.Context(), nil)
-	require.NoError(t, err)
-	ids, err := b.ob.StageBatch(t.Context(), tx, msgs)
-	require.NoError(t, err)
-	require.NoError(t, tx.Commit())
+	var ids []uuid.UUID
+	require.NoError(t, b.native.InTx(t.Context(), func(tx dbtx.Execer) (err error) {
+		ids, err = b.ob.StageBatch(t.Context(), tx, msgs)
+		return err
+	}))
 	return ids
 }
 

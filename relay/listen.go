@@ -3,16 +3,7 @@ package relay
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
-
-	"github.com/lib/pq"
-)
-
-// Reconnect bounds of the LISTEN session.
-const (
-	listenReconnectMin = 50 * time.Millisecond
-	listenReconnectMax = 2 * time.Second
 )
 
 // ListenDownSweep is how often the relay sweeps while its LISTEN session
@@ -20,75 +11,85 @@ const (
 // latency, not a sweep interval.
 const ListenDownSweep = time.Second
 
-// listenCheckTimeout bounds the start-up check of Config.ListenDSN.
+// listenCheckTimeout bounds the start-up check of Config.Listener.
 const listenCheckTimeout = 10 * time.Second
 
-// checkListen connects once to cfg.ListenDSN, so a wrong one is an error
-// at start rather than a relay that waits for the sweep forever.
+// Listener is the LISTEN session that wakes a relay when a staging write
+// commits (Config.Listener). Package relay speaks no wire protocol of its
+// own, so that a service pulls in one PostgreSQL driver only: relay/pqlisten
+// listens through lib/pq and relay/pgxlisten through pgx. An
+// implementation is safe for the one relay that uses it; each Supervise
+// call needs its own.
+type Listener interface {
+	// Check connects once and disconnects, so that a wrong setting is an
+	// error when the relay starts rather than a relay that waits for the
+	// sweep forever.
+	Check(ctx context.Context) error
+
+	// Listen LISTENs on the NOTIFY channel name until ctx ends,
+	// reconnecting whenever the session is lost, and tells h what
+	// happens. It returns once ctx has ended and its session is closed.
+	Listen(ctx context.Context, name string, h ListenHandler)
+}
+
+// ListenHandler is what a Listener tells its relay. Its methods are safe
+// for concurrent use and return at once.
+type ListenHandler interface {
+	// Listening says that LISTEN took effect: on the first connection, and
+	// again after each reconnect. A notification sent while the session
+	// was away was lost, so the relay looks for due records then.
+	Listening()
+
+	// Notified passes on a notification on the channel, with its payload
+	// (the module to wake).
+	Notified(payload string)
+
+	// Lost says that the session is away, err saying why; the Listener is
+	// reconnecting. Until Listening, the relay sweeps every
+	// ListenDownSweep.
+	Lost(err error)
+}
+
+// checkListen connects the LISTEN session once.
 func (s *supervisor) checkListen(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, listenCheckTimeout)
 	defer cancel()
-	c, err := pq.NewConnector(s.cfg.ListenDSN)
-	if err == nil {
-		var conn interface{ Close() error }
-		if conn, err = c.Connect(ctx); err == nil {
-			err = conn.Close()
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("%w: ListenDSN: cannot connect the LISTEN session: %w", ErrConfig, err)
+	if err := s.cfg.Listener.Check(ctx); err != nil {
+		return fmt.Errorf("%w: Listener: cannot connect the LISTEN session: %w", ErrConfig, err)
 	}
 	return nil
 }
 
 // listen wakes the claim loop on every notification for the module, and
-// after every reconnect (a notification sent while the session was away is
-// lost), until ctx ends.
+// whenever LISTEN takes effect (a notification sent while the session was
+// away is lost), until ctx ends.
 func (s *supervisor) listen(ctx context.Context) {
-	l := pq.NewListener(s.cfg.ListenDSN, listenReconnectMin, listenReconnectMax,
-		func(ev pq.ListenerEventType, err error) {
-			switch ev {
-			case pq.ListenerEventConnectionAttemptFailed, pq.ListenerEventDisconnected:
-				if s.listening.Swap(false) {
-					s.log.WarnContext(ctx, "listen session lost; sweeping every second until it is back", "err", err)
-					s.poke(s.wake) // the loop may sleep a whole SweepInterval
-				}
-			case pq.ListenerEventReconnected:
-				s.listening.Store(true)
-				s.log.InfoContext(ctx, "listen session back")
-			}
-		})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		// Blocks until the first connection; fails only once closed.
-		if err := l.Listen(s.ob.q.channel); err != nil {
-			if ctx.Err() == nil {
-				s.log.ErrorContext(ctx, "listen failed; relying on the sweep", "err", err)
-			}
-			return
-		}
-		// A record committed before LISTEN took effect sent its wake-up to
-		// nobody: look once more.
-		s.listening.Store(true)
-		s.poke(s.wake)
-	})
-	notify := l.NotificationChannel()
-	for {
-		select {
-		case n, ok := <-notify:
-			if !ok {
-				wg.Wait()
-				return
-			}
-			if n == nil || n.Extra == s.cfg.Module {
-				s.poke(s.wake)
-			}
-		case <-ctx.Done():
-			_ = l.Close()
-			for range notify { // closed once the listener's goroutine ends
-			}
-			wg.Wait()
-			return
-		}
+	s.cfg.Listener.Listen(ctx, s.ob.q.channel, listenEvents{s: s, ctx: ctx})
+}
+
+// listenEvents is the supervisor as its Listener's ListenHandler.
+type listenEvents struct {
+	s   *supervisor
+	ctx context.Context
+}
+
+func (e listenEvents) Listening() {
+	if e.s.listenedOnce.Swap(true) {
+		e.s.log.InfoContext(e.ctx, "listen session back")
+	}
+	e.s.listening.Store(true)
+	e.s.poke(e.s.wake) // a record committed before LISTEN took effect woke nobody
+}
+
+func (e listenEvents) Notified(payload string) {
+	if payload == e.s.cfg.Module {
+		e.s.poke(e.s.wake)
+	}
+}
+
+func (e listenEvents) Lost(err error) {
+	if e.s.listening.Swap(false) {
+		e.s.log.WarnContext(e.ctx, "listen session lost; sweeping every second until it is back", "err", err)
+		e.s.poke(e.s.wake) // the loop may sleep a whole SweepInterval
 	}
 }

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/lib/pq"
 
 	"github.com/tidings-go/tidings/dbtx"
+	"github.com/tidings-go/tidings/internal/pgarray"
 	"github.com/tidings-go/tidings/internal/purge"
 )
 
@@ -61,7 +61,7 @@ func (f *DeadFilter) args() []any {
 	}
 	var ids any
 	if f.IDs != nil {
-		ids = pq.Array(uuidStrings(f.IDs))
+		ids = pgarray.Of(uuidStrings(f.IDs))
 	}
 	return []any{f.Module, f.Kind, f.Lane, f.Code, nullTime(f.Since), nullTime(f.Until), ids}
 }
@@ -131,7 +131,7 @@ func (o *Outbox) Reemit(ctx context.Context, db *sql.DB, f *DeadFilter) (int64, 
 	for _, n := range counts {
 		total += n
 	}
-	if _, err := tx.ExecContext(ctx, o.q.notify, o.q.channel, pq.Array(slices.Collect(maps.Keys(counts)))); err != nil {
+	if _, err := tx.ExecContext(ctx, o.q.notify, o.q.channel, pgarray.Of(slices.Collect(maps.Keys(counts)))); err != nil {
 		return 0, fmt.Errorf("relay: re-emit: wake: %w", err)
 	}
 	if err := tx.Commit(); err != nil {

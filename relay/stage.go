@@ -10,13 +10,13 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/lib/pq"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tidings-go/tidings/dbtx"
 	"github.com/tidings-go/tidings/internal/ident"
+	"github.com/tidings-go/tidings/internal/pgarray"
 	"github.com/tidings-go/tidings/internal/validate"
 )
 
@@ -121,9 +121,9 @@ func (o *Outbox) StageBatch(ctx context.Context, tx dbtx.Execer, msgs []Message)
 			secrets[i] = sql.NullString{String: hex.EncodeToString(msg.Secret), Valid: true}
 		}
 	}
-	if _, err := tx.ExecContext(ctx, o.q.stageBatch, pq.Array(cols[0]), pq.Array(cols[1]), pq.Array(cols[2]),
-		pq.Array(cols[3]), pq.Array(cols[4]), pq.Array(cols[5]), pq.Array(cols[6]), pq.Array(notBefore),
-		o.wakeChannel(), pq.Array(cols[7]), pq.Array(secrets)); err != nil {
+	if _, err := tx.ExecContext(ctx, o.q.stageBatch, pgarray.Of(cols[0]), pgarray.Of(cols[1]), pgarray.Of(cols[2]),
+		pgarray.Of(cols[3]), pgarray.Of(cols[4]), pgarray.Of(cols[5]), pgarray.Of(cols[6]), pgarray.Of(notBefore),
+		o.wakeChannel(), pgarray.Of(cols[7]), pgarray.Of(secrets)); err != nil {
 		return nil, o.tableError("stage batch", err)
 	}
 	return ids, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/tidings-go/tidings"
 	"github.com/tidings-go/tidings/dbtx"
+	"github.com/tidings-go/tidings/internal/drivertest"
 	"github.com/tidings-go/tidings/internal/ident"
 	"github.com/tidings-go/tidings/internal/pgtest"
 	"github.com/tidings-go/tidings/relay"
@@ -23,17 +25,21 @@ import (
 
 func TestStage(t *testing.T) {
 	t.Parallel()
+	drivertest.Run(t, testStage)
+}
+
+func testStage(t *testing.T, _ drivertest.Driver) {
 
 	t.Run("CommittedRowHasIDHeadersAndChain", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		ctx := relay.WithCorrelationID(t.Context(), "req-42")
 		ctx = relay.WithCausationID(ctx, "cause-1")
-		tx, err := b.db.BeginTx(ctx, nil)
-		require.NoError(t, err)
-		id, err := b.ob.Stage(ctx, tx, relay.Message{Module: module, Kind: "order.placed", Payload: payload(1)})
-		require.NoError(t, err)
-		require.NoError(t, tx.Commit())
+		var id uuid.UUID
+		require.NoError(t, b.native.InTx(ctx, func(tx dbtx.Execer) (err error) {
+			id, err = b.ob.Stage(ctx, tx, relay.Message{Module: module, Kind: "order.placed", Payload: payload(1)})
+			return err
+		}))
 		require.Equal(t, 7, int(id.Version()), "ids are UUIDv7")
 
 		var kind, corr, cause string
@@ -49,7 +55,7 @@ func TestStage(t *testing.T) {
 	t.Run("WithoutCorrelationTheRowStartsAChain", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		id, err := b.ob.Stage(t.Context(), b.db, relay.Message{Module: module, Kind: "k", Payload: payload(1)})
+		id, err := b.ob.Stage(t.Context(), b.native.Execer(), relay.Message{Module: module, Kind: "k", Payload: payload(1)})
 		require.NoError(t, err)
 		b.eventually(t, "correlation_id = '"+id.String()+"' AND causation_id = ''", 1, time.Second)
 	})
@@ -60,11 +66,12 @@ func TestStage(t *testing.T) {
 		sink := newRecorder(nil)
 		supervise(t, b.db, b.config(t), sink)
 
-		tx, err := b.db.BeginTx(t.Context(), nil)
-		require.NoError(t, err)
-		_, err = b.ob.Stage(t.Context(), tx, relay.Message{Module: module, Kind: "k", Payload: payload(1)})
-		require.NoError(t, err)
-		require.NoError(t, tx.Rollback())
+		errRollBack := errors.New("roll back")
+		require.ErrorIs(t, b.native.InTx(t.Context(), func(tx dbtx.Execer) error {
+			_, err := b.ob.Stage(t.Context(), tx, relay.Message{Module: module, Kind: "k", Payload: payload(1)})
+			require.NoError(t, err)
+			return errRollBack
+		}), errRollBack)
 		// A committed record staged after it is handed: once it is, the
 		// rolled-back one has had every chance to be handed too.
 		ids := b.stage(t, 1)
@@ -90,7 +97,7 @@ func TestStage(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		at := time.Now().Add(time.Hour)
-		_, err := b.ob.Stage(t.Context(), b.db, relay.Message{Module: module, Kind: "k", Payload: payload(1), NotBefore: at})
+		_, err := b.ob.Stage(t.Context(), b.native.Execer(), relay.Message{Module: module, Kind: "k", Payload: payload(1), NotBefore: at})
 		require.NoError(t, err)
 		require.Equal(t, 1, b.count(t, "available_at > now() + interval '59 minutes'"))
 	})
@@ -101,9 +108,9 @@ func TestStage(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		past := relay.Message{Module: module, Kind: "k", Payload: payload(1), NotBefore: time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC)}
-		one, err := b.ob.Stage(t.Context(), b.db, past)
+		one, err := b.ob.Stage(t.Context(), b.native.Execer(), past)
 		require.NoError(t, err)
-		many, err := b.ob.StageBatch(t.Context(), b.db, []relay.Message{past})
+		many, err := b.ob.StageBatch(t.Context(), b.native.Execer(), []relay.Message{past})
 		require.NoError(t, err)
 		for _, id := range []uuid.UUID{one, many[0]} {
 			st, err := b.ob.Status(t.Context(), b.db, id)
@@ -115,13 +122,14 @@ func TestStage(t *testing.T) {
 	// A schema that was never migrated says what to do.
 	t.Run("UnmigratedSchemaSaysToMigrate", func(t *testing.T) {
 		t.Parallel()
+		b := setup(t)
 		ob, err := relay.NewOutbox(&relay.OutboxConfig{Schema: "never_migrated"})
 		require.NoError(t, err)
 		msg := relay.Message{Module: module, Kind: "k", Payload: payload(1)}
-		_, err = ob.Stage(t.Context(), pgtest.DB(t), msg)
+		_, err = ob.Stage(t.Context(), b.native.Execer(), msg)
 		require.ErrorIs(t, err, relay.ErrNotMigrated)
 		require.ErrorContains(t, err, `schema "never_migrated" has no outbox table; run tidings.Migrate`)
-		_, err = ob.StageBatch(t.Context(), pgtest.DB(t), []relay.Message{msg})
+		_, err = ob.StageBatch(t.Context(), b.native.Execer(), []relay.Message{msg})
 		require.ErrorIs(t, err, relay.ErrNotMigrated)
 	})
 
@@ -266,7 +274,7 @@ func TestLongestSchemaStagesAndWakes(t *testing.T) {
 	db := pgtest.DB(t)
 	ob, err := relay.NewOutbox(&relay.OutboxConfig{Schema: schema})
 	require.NoError(t, err)
-	b := testBundle{db: db, schema: schema, ob: ob}
+	b := testBundle{db: db, native: &drivertest.DB{DB: db}, schema: schema, ob: ob}
 	sink := newRecorder(nil)
 	supervise(t, db, b.config(t), sink) // sweep every hour: the wake-up must work
 	b.eventually(t, "true", 0, time.Second)

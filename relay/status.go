@@ -10,11 +10,11 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/lib/pq"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tidings-go/tidings/dbtx"
+	"github.com/tidings-go/tidings/internal/pgarray"
 	"github.com/tidings-go/tidings/internal/validate"
 )
 
@@ -193,7 +193,7 @@ func (o *Outbox) Finish(ctx context.Context, tx dbtx.Queryer, ids []uuid.UUID, c
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	rows, err := tx.QueryContext(ctx, o.q.finish, pq.Array(uuidStrings(ids)), code, detailJSON(detail))
+	rows, err := tx.QueryContext(ctx, o.q.finish, pgarray.Of(uuidStrings(ids)), code, detailJSON(detail))
 	if err != nil {
 		return nil, fmt.Errorf("relay: finish: %w", err)
 	}
@@ -227,7 +227,7 @@ func (o *Outbox) Note(ctx context.Context, tx dbtx.Execer, ids []uuid.UUID, even
 	if len(ids) == 0 {
 		return nil
 	}
-	if _, err := tx.ExecContext(ctx, o.q.note, pq.Array(uuidStrings(ids)), event, code, detailJSON(detail)); err != nil {
+	if _, err := tx.ExecContext(ctx, o.q.note, pgarray.Of(uuidStrings(ids)), event, code, detailJSON(detail)); err != nil {
 		return fmt.Errorf("relay: note: %w", err)
 	}
 	return nil

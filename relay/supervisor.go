@@ -12,8 +12,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/lib/pq"
 	"go.opentelemetry.io/otel/codes"
+
+	"github.com/tidings-go/tidings/internal/pgarray"
 )
 
 // Backoff bounds after a failed claim, such as while the database restarts.
@@ -33,7 +34,7 @@ var ErrNoSink = errors.New("relay: sink is nil")
 // returned: the caller does not restart it.
 //
 // The lifecycle, in order:
-//   - wake: LISTEN (when cfg.ListenDSN is set), a sweep every
+//   - wake: LISTEN (when cfg.Listener is set), a sweep every
 //     cfg.SweepInterval, and a timer for the earliest retry or lease that
 //     falls due;
 //   - claim: up to cfg.BatchSize due records, never more than free hand
@@ -97,7 +98,8 @@ type supervisor struct {
 	freed   chan struct{} // cap 1: room came free where there was none
 	settles chan settlement
 
-	listening atomic.Bool // the LISTEN session is up
+	listening    atomic.Bool // the LISTEN session is up
+	listenedOnce atomic.Bool // it has been, so the next Listening is a reconnect
 
 	mu       sync.Mutex
 	inFlight int            // records claimed and not yet answered
@@ -135,7 +137,7 @@ func (s *supervisor) run(ctx context.Context) error {
 	if err := s.db.QueryRowContext(ctx, s.ob.q.ping).Scan(&idleTxTimeout); err != nil {
 		return s.ob.tableError("read the outbox", err)
 	}
-	if s.cfg.ListenDSN != "" {
+	if s.cfg.Listener != nil {
 		if err := s.checkListen(ctx); err != nil {
 			return err
 		}
@@ -149,7 +151,7 @@ func (s *supervisor) run(ctx context.Context) error {
 		return err
 	}
 	defer func() { _ = gauges.Unregister() }()
-	s.log.InfoContext(ctx, "relay started", "schema", s.cfg.Schema, "listen", s.cfg.ListenDSN != "",
+	s.log.InfoContext(ctx, "relay started", "schema", s.cfg.Schema, "listen", s.cfg.Listener != nil,
 		"batch_size", s.cfg.BatchSize, "concurrency", s.cfg.Concurrency, "lane_limit", s.cfg.LaneLimit,
 		"lease", s.cfg.Lease, "batches", s.batch != nil)
 
@@ -159,7 +161,7 @@ func (s *supervisor) run(ctx context.Context) error {
 
 	var background, hands sync.WaitGroup
 	background.Go(func() { s.settleLoop(context.WithoutCancel(ctx)) })
-	if s.cfg.ListenDSN != "" {
+	if s.cfg.Listener != nil {
 		background.Go(func() { s.listen(ctx) })
 	}
 	background.Go(func() { s.purgeLoop(ctx) })
@@ -310,7 +312,7 @@ func (s *supervisor) release(rec Record) {
 // only reported.
 func (s *supervisor) claim(ctx context.Context, limit int, lanes []string, rooms []int64) ([]Record, error) {
 	rows, err := s.db.QueryContext(ctx, s.ob.q.claim, s.cfg.Module, limit, s.cfg.Lease.Seconds(), s.cfg.MaxHands,
-		s.cfg.LaneLimit, pq.Array(lanes), pq.Array(rooms))
+		s.cfg.LaneLimit, pgarray.Of(lanes), pgarray.Of(rooms))
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
@@ -352,11 +354,11 @@ func (s *supervisor) claim(ctx context.Context, limit int, lanes []string, rooms
 // (ListenDownSweep while the LISTEN session is away).
 func (s *supervisor) nextWait(ctx context.Context, full []string) time.Duration {
 	sweep := s.cfg.SweepInterval
-	if s.cfg.ListenDSN != "" && !s.listening.Load() {
+	if s.cfg.Listener != nil && !s.listening.Load() {
 		sweep = min(sweep, ListenDownSweep)
 	}
 	var secs sql.NullFloat64
-	if err := s.db.QueryRowContext(ctx, s.ob.q.nextDue, s.cfg.Module, pq.Array(full)).Scan(&secs); err != nil || !secs.Valid {
+	if err := s.db.QueryRowContext(ctx, s.ob.q.nextDue, s.cfg.Module, pgarray.Of(full)).Scan(&secs); err != nil || !secs.Valid {
 		return sweep
 	}
 	// A little past the due time, so the claim finds it due.

@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tidings-go/tidings/internal/drivertest"
 	"github.com/tidings-go/tidings/internal/logbuf"
 	"github.com/tidings-go/tidings/internal/pgtest"
 	"github.com/tidings-go/tidings/internal/tcpproxy"
@@ -24,6 +25,10 @@ import (
 
 func TestSupervise(t *testing.T) {
 	t.Parallel()
+	drivertest.Run(t, testSupervise)
+}
+
+func testSupervise(t *testing.T, _ drivertest.Driver) {
 
 	t.Run("WakesOnCommitWithoutTheSweep", func(t *testing.T) {
 		t.Parallel()
@@ -67,7 +72,7 @@ func TestSupervise(t *testing.T) {
 		sink := newRecorder(nil)
 		cfg := b.config(t)
 		cfg.SweepInterval = time.Second
-		cfg.ListenDSN = pgtest.URL(t) + "&application_name=listen_" + b.schema
+		cfg.Listener = drivertest.For(t).Listener(t, pgtest.URL(t)+"&application_name=listen_"+b.schema)
 		supervise(t, b.db, cfg, sink)
 		for round := range 3 {
 			// Terminate the LISTEN session, then stage while it is away.
@@ -310,20 +315,24 @@ func TestSupervise(t *testing.T) {
 	})
 }
 
-// A ListenDSN that cannot connect is an error at start, not a relay that
+// A Listener that cannot connect is an error at start, not a relay that
 // waits for its sweep.
-func TestSuperviseRejectsAListenDSNThatCannotConnect(t *testing.T) {
+func TestSuperviseRejectsAListenerThatCannotConnect(t *testing.T) {
 	t.Parallel()
+	drivertest.Run(t, testSuperviseRejectsAListenerThatCannotConnect)
+}
+
+func testSuperviseRejectsAListenerThatCannotConnect(t *testing.T, d drivertest.Driver) {
 	b := setup(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	closed := ln.Addr().String()
 	require.NoError(t, ln.Close())
 	cfg := b.config(t)
-	cfg.ListenDSN = "postgres://" + closed + "/postgres?sslmode=disable"
+	cfg.Listener = d.Listener(t, "postgres://"+closed+"/postgres?sslmode=disable")
 	err = relay.Supervise(t.Context(), b.db, &cfg, newRecorder(nil))
 	require.ErrorIs(t, err, relay.ErrConfig)
-	require.ErrorContains(t, err, "ListenDSN: cannot connect the LISTEN session")
+	require.ErrorContains(t, err, "Listener: cannot connect the LISTEN session")
 }
 
 func TestSuperviseRejectsBadConfig(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lib/pq"
+	"github.com/tidings-go/tidings/internal/pgarray"
 )
 
 // wakeTimeout bounds one wake-up's NOTIFY.
@@ -98,7 +98,7 @@ func (w *Waker) send() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), wakeTimeout)
 	defer cancel()
-	_, err := w.db.ExecContext(ctx, w.ob.q.notify, w.ob.q.channel, pq.Array(modules))
+	_, err := w.db.ExecContext(ctx, w.ob.q.notify, w.ob.q.channel, pgarray.Of(modules))
 	w.mu.Lock()
 	if err != nil && w.err == nil {
 		w.err = fmt.Errorf("relay: wake %v: %w", modules, err)

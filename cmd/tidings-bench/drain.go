@@ -12,6 +12,7 @@ import (
 	"github.com/tidings-go/tidings/delivery"
 	"github.com/tidings-go/tidings/notification"
 	"github.com/tidings-go/tidings/relay"
+	"github.com/tidings-go/tidings/relay/pqlisten"
 )
 
 // drainConfig is one setting of the relay and the dispatcher: how the
@@ -100,7 +101,11 @@ func (d drainConfig) poolSize() int {
 }
 
 func (d drainConfig) relayConfig(s benchSchema, listenDSN string) relay.Config {
-	return relay.Config{Module: module, Schema: s.name, ListenDSN: listenDSN, BatchSize: d.batch, Concurrency: d.conc,
+	var l relay.Listener
+	if listenDSN != "" {
+		l = pqlisten.New(listenDSN)
+	}
+	return relay.Config{Module: module, Schema: s.name, Listener: l, BatchSize: d.batch, Concurrency: d.conc,
 		LaneLimit: d.lane}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/tidings-go/tidings/relay"
+	"github.com/tidings-go/tidings/relay/pqlisten"
 )
 
 // steadyResult is one steady run: latencies in ms from the commit's return
@@ -166,7 +167,7 @@ func steadyOnce(ctx context.Context, cfg config, srv server, rate int, w wake, c
 	}
 	rc := dc.relayConfig(s, "")
 	if w.listen {
-		rc.ListenDSN = srv.dsn
+		rc.Listener = pqlisten.New(srv.dsn)
 	}
 	rc.SweepInterval = w.sweep
 	ob := s.ob

@@ -22,6 +22,7 @@ import (
 	"github.com/tidings-go/tidings/notification"
 	"github.com/tidings-go/tidings/recording"
 	"github.com/tidings-go/tidings/relay"
+	"github.com/tidings-go/tidings/relay/pqlisten"
 	"github.com/tidings-go/tidings/relay/relaytest"
 	"github.com/tidings-go/tidings/retrypolicy"
 )
@@ -67,7 +68,7 @@ func setup(t *testing.T) *world {
 		Policy:     retrypolicy.Policy{BaseDelay: 50 * time.Millisecond, RandFunc: func() float64 { return 0 }},
 	})
 	require.NoError(t, err)
-	relaytest.Supervise(t, w.db, relay.Config{Module: module, Schema: w.schema, ListenDSN: w.dsn,
+	relaytest.Supervise(t, w.db, relay.Config{Module: module, Schema: w.schema, Listener: pqlisten.New(w.dsn),
 		HandTimeout: 5 * time.Second, SweepInterval: time.Hour, GracePeriod: 5 * time.Second}, d)
 
 	ctx := relay.WithCorrelationID(t.Context(), correlation)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tidings-go/tidings/delivery"
+	"github.com/tidings-go/tidings/internal/drivertest"
 	"github.com/tidings-go/tidings/notification"
 	"github.com/tidings-go/tidings/relay"
 )
@@ -39,6 +40,10 @@ func (inTx) Repeats() delivery.Repeat { return delivery.RepeatImpossible }
 
 func TestThroughTheDispatcher(t *testing.T) {
 	t.Parallel()
+	drivertest.Run(t, testThroughTheDispatcher)
+}
+
+func testThroughTheDispatcher(t *testing.T, _ drivertest.Driver) {
 
 	t.Run("StagedRequestsBecomeRows", func(t *testing.T) {
 		t.Parallel()

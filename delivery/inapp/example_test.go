@@ -16,6 +16,7 @@ import (
 	"github.com/tidings-go/tidings/delivery/inapp"
 	"github.com/tidings-go/tidings/notification"
 	"github.com/tidings-go/tidings/relay"
+	"github.com/tidings-go/tidings/relay/pqlisten"
 )
 
 // A service creates the library's tables and the in-app table, stages a
@@ -66,7 +67,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	cfg := &relay.Config{Module: "app", ListenDSN: os.Getenv("DATABASE_URL")}
+	cfg := &relay.Config{Module: "app", Listener: pqlisten.New(os.Getenv("DATABASE_URL"))}
 	if err := relay.Supervise(ctx, db, cfg, dispatcher); err != nil {
 		log.Fatal(err)
 	}

@@ -10,8 +10,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tidings-go/tidings"
+	"github.com/tidings-go/tidings/dbtx"
 	"github.com/tidings-go/tidings/delivery"
 	"github.com/tidings-go/tidings/delivery/inapp"
+	"github.com/tidings-go/tidings/internal/drivertest"
 	"github.com/tidings-go/tidings/internal/pgtest"
 	"github.com/tidings-go/tidings/notification"
 	"github.com/tidings-go/tidings/relay"
@@ -36,6 +38,7 @@ func migrateAll(ctx context.Context, db *sql.DB, schema string) error {
 
 type testBundle struct {
 	db     *sql.DB
+	native *drivertest.DB // db, and on pgx its pgxpool: staging in the driver's own transactions
 	schema string
 	ob     *relay.Outbox
 	inapp  *inapp.Delivery
@@ -44,12 +47,16 @@ type testBundle struct {
 func setup(t *testing.T) testBundle {
 	t.Helper()
 	schema := pgtest.Schema(t, migrateAll)
-	db := pgtest.DB(t)
+	native := &drivertest.DB{DB: pgtest.DB(t)}
+	if d := drivertest.For(t); d != drivertest.PQ {
+		native = d.Open(t, pgtest.URL(t), 40)
+	}
+	db := native.DB
 	ob, err := relay.NewOutbox(&relay.OutboxConfig{Schema: schema})
 	require.NoError(t, err)
 	d, err := inapp.New(&inapp.Config{DB: db, Schema: schema})
 	require.NoError(t, err)
-	return testBundle{db: db, schema: schema, ob: ob, inapp: d}
+	return testBundle{db: db, native: native, schema: schema, ob: ob, inapp: d}
 }
 
 // run supervises a relay whose dispatcher delivers channel "inapp" through
@@ -67,7 +74,7 @@ func (b testBundle) run(t *testing.T, dl delivery.Delivery) *notification.Client
 	cfg := relay.Config{
 		Module:        module,
 		Schema:        b.schema,
-		ListenDSN:     pgtest.URL(t),
+		Listener:      drivertest.For(t).Listener(t, pgtest.URL(t)),
 		HandTimeout:   5 * time.Second,
 		Lease:         10 * time.Second,
 		SweepInterval: time.Hour,
@@ -89,8 +96,11 @@ func (b testBundle) stage(ctx context.Context, t *testing.T, reqs ...notificatio
 		require.NoError(t, err)
 		msgs[i] = msg
 	}
-	ids, err := b.ob.StageBatch(ctx, b.db, msgs)
-	require.NoError(t, err)
+	var ids []uuid.UUID
+	require.NoError(t, b.native.InTx(ctx, func(tx dbtx.Execer) (err error) {
+		ids, err = b.ob.StageBatch(ctx, tx, msgs)
+		return err
+	}))
 	return ids
 }
 
@@ -98,7 +108,7 @@ func (b testBundle) stage(ctx context.Context, t *testing.T, reqs ...notificatio
 // which then claims every due record of the module.
 func (b testBundle) wake(t *testing.T) uuid.UUID {
 	t.Helper()
-	id, err := b.ob.Stage(t.Context(), b.db, relay.Message{Module: module, Kind: "test.wake", Payload: []byte(`{}`)})
+	id, err := b.ob.Stage(t.Context(), b.native.Execer(), relay.Message{Module: module, Kind: "test.wake", Payload: []byte(`{}`)})
 	require.NoError(t, err)
 	return id
 }

@@ -9,16 +9,19 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strings"
 
 	"github.com/google/uuid"
-	"github.com/lib/pq"
-	"github.com/lib/pq/pqerror"
 
 	"github.com/tidings-go/tidings/dbtx"
 	"github.com/tidings-go/tidings/delivery"
 	"github.com/tidings-go/tidings/internal/ident"
 	"github.com/tidings-go/tidings/internal/migrate"
 )
+
+// sqlStateDataException is the class of SQLSTATEs of a value the database
+// cannot store (22: data exception).
+const sqlStateDataException = "22"
 
 var (
 	// ErrInvalid marks a call whose arguments are wrong (a nil db, a schema
@@ -141,9 +144,12 @@ func (d *Delivery) Deliver(ctx context.Context, p delivery.Pending) delivery.Out
 	if _, err := exec.ExecContext(ctx, d.q.insert, p.ID, p.Recipient, p.Template, data, p.CorrelationID); err != nil {
 		// A data exception (a NUL, invalid UTF-8) fails every time. Its
 		// message may quote bytes of the value: name the condition only.
-		if perr := pq.As(err); perr != nil && perr.Code.Class() == pqerror.ClassDataException {
-			return delivery.Reject(fmt.Errorf("%w: the database answered %s (SQLSTATE %s)",
-				ErrUnstorable, perr.Code.Name(), perr.Code))
+		// Read through SQLState, which the errors of lib/pq and pgx both
+		// have, so that this module imports neither driver.
+		var perr interface{ SQLState() string }
+		if errors.As(err, &perr) && strings.HasPrefix(perr.SQLState(), sqlStateDataException) {
+			return delivery.Reject(fmt.Errorf("%w: the database answered a data exception (SQLSTATE %s)",
+				ErrUnstorable, perr.SQLState()))
 		}
 		return delivery.Retry(fmt.Errorf("inapp: write the notification: %w", err))
 	}

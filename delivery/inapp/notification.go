@@ -10,7 +10,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/lib/pq"
+
+	"github.com/tidings-go/tidings/internal/pgarray"
 )
 
 // Bounds of ListOpts.Limit.
@@ -210,7 +211,7 @@ func (d *Delivery) MarkRead(ctx context.Context, recipient string, ids ...uuid.U
 	for i, id := range ids {
 		texts[i] = id.String()
 	}
-	return d.mark(ctx, "mark read", d.q.markRead, recipient, pq.StringArray(texts))
+	return d.mark(ctx, "mark read", d.q.markRead, recipient, pgarray.Of(texts))
 }
 
 // MarkAllRead marks every unread notification of recipient read and

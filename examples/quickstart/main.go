@@ -35,6 +35,7 @@ import (
 	"github.com/tidings-go/tidings"
 	"github.com/tidings-go/tidings/internal/pgtemp"
 	"github.com/tidings-go/tidings/relay"
+	"github.com/tidings-go/tidings/relay/pqlisten"
 )
 
 const (
@@ -99,8 +100,8 @@ func run(ctx context.Context, stdout io.Writer) (err error) {
 		Schema: schema,
 		// LISTEN for the wake-up each commit sends, so records are handed
 		// at once; the default 30 s sweep is only the safety net.
-		ListenDSN: dsn,
-		Logger:    logger,
+		Listener: pqlisten.New(dsn),
+		Logger:   logger,
 	}, sink)
 	fmt.Fprintln(out, "supervising in the background; LISTENing for the wake-up each commit sends")
 	defer func() {

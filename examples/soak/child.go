@@ -14,6 +14,7 @@ import (
 	"github.com/tidings-go/tidings/internal/ledger"
 	"github.com/tidings-go/tidings/notification"
 	"github.com/tidings-go/tidings/relay"
+	"github.com/tidings-go/tidings/relay/pqlisten"
 	"github.com/tidings-go/tidings/retrypolicy"
 )
 
@@ -72,7 +73,7 @@ func runRelay(ctx context.Context, dsn string, log *slog.Logger) error {
 	return relay.Supervise(ctx, db, &relay.Config{
 		Module:        module,
 		Schema:        schema,
-		ListenDSN:     os.Getenv(envChildListen),
+		Listener:      pqlisten.New(os.Getenv(envChildListen)),
 		Concurrency:   concurrency,
 		HandTimeout:   5 * time.Second,
 		Lease:         10 * time.Second,

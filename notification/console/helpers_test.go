@@ -24,6 +24,7 @@ import (
 	"github.com/tidings-go/tidings/notification/console"
 	"github.com/tidings-go/tidings/recording"
 	"github.com/tidings-go/tidings/relay"
+	"github.com/tidings-go/tidings/relay/pqlisten"
 	"github.com/tidings-go/tidings/relay/relaytest"
 	"github.com/tidings-go/tidings/retrypolicy"
 )
@@ -61,7 +62,7 @@ func (b testBundle) run(t *testing.T) {
 	})
 	require.NoError(t, err)
 	relaytest.Supervise(t, b.db, relay.Config{
-		Module: module, Schema: b.schema, ListenDSN: pgtest.URL(t),
+		Module: module, Schema: b.schema, Listener: pqlisten.New(pgtest.URL(t)),
 		HandTimeout: 5 * time.Second, Lease: 10 * time.Second, SweepInterval: time.Hour, GracePeriod: 5 * time.Second,
 	}, d)
 }

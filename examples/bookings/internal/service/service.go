@@ -26,6 +26,7 @@ import (
 	"github.com/tidings-go/tidings/delivery/inapp"
 	"github.com/tidings-go/tidings/notification"
 	"github.com/tidings-go/tidings/relay"
+	"github.com/tidings-go/tidings/relay/pqlisten"
 )
 
 // Module is the relay module of the service's notifications.
@@ -124,7 +125,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener) error {
 	errs := make(chan error, 2)
 	wg.Go(func() {
 		err := relay.Supervise(ctx, cfg.DB, &relay.Config{
-			Module: Module, ListenDSN: cfg.DSN, GracePeriod: cfg.ShutdownGrace, Logger: cfg.Logger,
+			Module: Module, Listener: pqlisten.New(cfg.DSN), GracePeriod: cfg.ShutdownGrace, Logger: cfg.Logger,
 		}, disp)
 		errs <- err
 	})
