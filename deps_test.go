@@ -471,7 +471,7 @@ func TestDriversStayApart(t *testing.T) {
 		want []string
 	}{
 		{[]string{".", "./dbtx", "./inbox", "./relay", "./relay/relaytest", "./notification", "./notification/notificationtest",
-			"./notification/feedback", "./delivery/...", "./retrypolicy", "./recording"}, nil},
+			"./notification/feedback", "./notification/console", "./delivery/...", "./retrypolicy", "./recording"}, nil},
 		{[]string{"./relay/pqlisten"}, []string{libPQ}},
 		{[]string{"./relay/pgxlisten", "./dbtx/pgxtx"}, []string{pgx}},
 		{[]string{"./examples/pgx/..."}, []string{pgx}},

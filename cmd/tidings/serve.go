@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 
@@ -37,7 +38,12 @@ func runServe(ctx context.Context, e *env, c *command, args []string) int {
 	if err != nil {
 		return c.fail(e, err)
 	}
-	err = console.ServeLocal(ctx, dsn, &console.LocalConfig{
+	db, err := sql.Open("postgres", dsn)
+	if err != nil {
+		return c.fail(e, err)
+	}
+	defer db.Close()
+	err = console.ServeLocal(ctx, db, &console.LocalConfig{
 		Client:  notification.ClientConfig{Schema: cn.schema, Consumer: *consumer},
 		Console: console.Options{ReadOnly: *readOnly},
 		Port:    *port,

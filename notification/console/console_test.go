@@ -3,6 +3,7 @@ package console_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"html"
 	"log/slog"
@@ -365,7 +366,7 @@ func TestServeLocal(t *testing.T) {
 	listening := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- console.ServeLocal(ctx, pgtest.URL(t), &console.LocalConfig{
+		done <- console.ServeLocal(ctx, pgtest.DB(t), &console.LocalConfig{
 			Client:        notification.ClientConfig{Schema: schema},
 			Console:       console.Options{BasePath: "/tidings", ReadOnly: true},
 			ListeningFunc: func(url string) { listening <- url },
@@ -384,8 +385,14 @@ func TestServeLocal(t *testing.T) {
 	cancel()
 	require.NoError(t, testwait.Recv(t, done, "ServeLocal to return once its context ended"))
 
-	err = console.ServeLocal(t.Context(), pgtest.URL(t), &console.LocalConfig{Port: 70000})
+	err = console.ServeLocal(t.Context(), pgtest.DB(t), &console.LocalConfig{Port: 70000})
 	require.ErrorContains(t, err, "Port 70000")
-	err = console.ServeLocal(t.Context(), "postgres://nobody@127.0.0.1:1/none?connect_timeout=5", nil)
+	err = console.ServeLocal(t.Context(), nil, nil)
+	require.ErrorIs(t, err, console.ErrOptions)
+	require.ErrorContains(t, err, "db")
+	nobody, err := sql.Open("postgres", "postgres://nobody@127.0.0.1:1/none?connect_timeout=5")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = nobody.Close() })
+	err = console.ServeLocal(t.Context(), nobody, nil)
 	require.ErrorContains(t, err, "connect to the database")
 }

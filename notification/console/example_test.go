@@ -38,7 +38,9 @@ func ExampleNew() {
 func ExampleServeLocal() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	err := console.ServeLocal(ctx, os.Getenv("DATABASE_URL"), &console.LocalConfig{
+	db := exampleDB()
+	defer db.Close()
+	err := console.ServeLocal(ctx, db, &console.LocalConfig{
 		Console:       console.Options{ReadOnly: true},
 		Port:          8089,
 		ListeningFunc: func(url string) { fmt.Println("open", url) },

@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"time"
 
-	_ "github.com/lib/pq" // the "postgres" driver of sql.Open
-
 	"github.com/tidings-go/tidings/notification"
 )
 
@@ -38,15 +36,17 @@ type LocalConfig struct {
 	ListeningFunc func(url string)
 }
 
-// ServeLocal serves the console of the database dsn on 127.0.0.1, for a
-// quick look from the machine it runs on, until ctx ends: then it lets the
-// requests in flight finish for up to five seconds, closes what is still
-// open and its pool, and returns nil. It checks the connection first, and returns an error if
-// the database does not answer, the configuration is invalid or the port
-// is taken. It listens on loopback only, because the console has no
+// ServeLocal serves the console of db on 127.0.0.1, for a quick look from
+// the machine it runs on, until ctx ends: then it lets the requests in
+// flight finish for up to five seconds, closes what is still open, and
+// returns nil; db stays open, the caller's to close. It checks the
+// connection first, and returns an error if the database does not answer,
+// the configuration is invalid or the port is taken. db may be of either
+// driver (lib/pq's, or pgx's through stdlib.OpenDBFromPool): the console
+// imports none. It listens on loopback only, because the console has no
 // authentication of its own: to show it to others, mount New's handler
 // behind the service's authentication instead.
-func ServeLocal(ctx context.Context, dsn string, cfg *LocalConfig) error {
+func ServeLocal(ctx context.Context, db *sql.DB, cfg *LocalConfig) error {
 	var c LocalConfig
 	if cfg != nil {
 		c = *cfg
@@ -54,11 +54,9 @@ func ServeLocal(ctx context.Context, dsn string, cfg *LocalConfig) error {
 	if c.Port < 0 || c.Port > 65535 {
 		return fmt.Errorf("%w: Port %d is not a TCP port", ErrOptions, c.Port)
 	}
-	db, err := sql.Open("postgres", dsn)
-	if err != nil {
-		return fmt.Errorf("console: open the database: %w", err)
+	if db == nil {
+		return fmt.Errorf("%w: db is nil", ErrOptions)
 	}
-	defer db.Close()
 	if err := db.PingContext(ctx); err != nil {
 		return fmt.Errorf("console: connect to the database: %w", err)
 	}
