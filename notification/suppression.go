@@ -149,13 +149,18 @@ func (q policyQueries) insertSuppression(ctx context.Context, tx dbtx.Execer, s 
 // Lift removes the suppression of address on channel in scope ("" for the
 // one of every category) inside tx, and reports whether there was one:
 // requests to the address go out again from that commit on (those ended
-// suppressed stay so). An operator lifts any suppression; a person's
+// suppressed stay so). A nil tx lifts at once, on the client's pool: an
+// operator's lift (tidings lift, the console), which has no transaction
+// of its own to join. An operator lifts any suppression; a person's
 // resubscribe reported by a provider lifts only those of class
 // unsubscribe.
 func (c *Client) Lift(ctx context.Context, tx dbtx.Execer, channel, address, scope string) (bool, error) {
 	address, err := checkAddress(channel, address)
-	if err := errors.Join(err, checkSuppressionScope(scope), checkTx(tx)); err != nil {
+	if err := errors.Join(err, checkSuppressionScope(scope)); err != nil {
 		return false, err
+	}
+	if tx == nil {
+		tx = c.db
 	}
 	res, err := tx.ExecContext(ctx, c.policy.lift, channel, address, scope)
 	if err != nil {

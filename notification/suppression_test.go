@@ -208,5 +208,13 @@ func TestSuppressionsAPI(t *testing.T) {
 		require.Len(t, page, 2, "both scopes of the address")
 		_, err = b.client.Suppressions(t.Context(), &notification.SuppressionFilter{Limit: notification.SuppressionsLimitMax + 1})
 		require.ErrorContains(t, err, "Limit")
+
+		// An operator's lift, without a transaction of its own.
+		lifted, err := b.client.Lift(t.Context(), nil, "sms", "+15550101", "")
+		require.NoError(t, err)
+		require.True(t, lifted)
+		page, err = b.client.Suppressions(t.Context(), &notification.SuppressionFilter{Channel: "sms"})
+		require.NoError(t, err)
+		require.Empty(t, page)
 	})
 }

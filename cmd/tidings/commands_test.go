@@ -19,6 +19,7 @@ import (
 	"github.com/tidings-go/tidings/delivery"
 	"github.com/tidings-go/tidings/internal/pgtest"
 	"github.com/tidings-go/tidings/notification"
+	"github.com/tidings-go/tidings/notification/feedback"
 	"github.com/tidings-go/tidings/relay"
 )
 
@@ -295,6 +296,72 @@ func TestCancel(t *testing.T) {
 	r = w.tidings(t, nil, "cancel", uuid.New().String())
 	require.Equal(t, exitNone, r.code)
 	r = w.tidings(t, nil, "cancel")
+	require.Equal(t, exitUsage, r.code)
+}
+
+// suppressions lists what is suppressed without addresses unless asked,
+// or the one address named, a page at a time; lift removes a
+// suppression of the scope it names.
+func TestSuppressionsAndLift(t *testing.T) {
+	t.Parallel()
+	w := setup(t)
+	tx, err := w.db.BeginTx(t.Context(), nil)
+	require.NoError(t, err)
+	for _, s := range []notification.Suppression{
+		{Channel: "mail", Address: adaMail, Class: feedback.ClassPermanent, Reason: feedback.CodeBouncePermanent, Provider: "resend",
+			Source: "msg_1"},
+		{Channel: "sms", Address: gracePhone, Scope: "marketing"},
+	} {
+		require.NoError(t, w.client.Suppress(t.Context(), tx, s))
+	}
+	require.NoError(t, tx.Commit())
+
+	r := w.tidings(t, nil, "suppressions")
+	require.Equal(t, exitOK, r.code, r.errOut)
+	require.Contains(t, r.out, "bounce.permanent")
+	require.Contains(t, r.out, "marketing")
+	require.NotContains(t, r.out, adaMail, "addresses are personal data")
+	require.NotContains(t, r.out, gracePhone)
+	r = w.tidings(t, nil, "suppressions", "--json")
+	require.Equal(t, exitOK, r.code, r.errOut)
+	require.NotContains(t, r.out, adaMail, "nor in JSON")
+	require.Contains(t, r.out, `"reason": "bounce.permanent"`)
+
+	r = w.tidings(t, nil, "suppressions", "--show-addresses", "--limit", "1", "--json")
+	require.Equal(t, exitOK, r.code, r.errOut)
+	var page struct {
+		Suppressions []map[string]any `json:"suppressions"`
+		NextAfter    string           `json:"next_after"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.out), &page))
+	require.Len(t, page.Suppressions, 1)
+	require.Equal(t, adaMail, page.Suppressions[0]["address"])
+	require.Equal(t, "permanent", page.Suppressions[0]["class"])
+	require.Equal(t, "mail//"+adaMail, page.NextAfter)
+	r = w.tidings(t, nil, "suppressions", "--show-addresses", "--after", page.NextAfter)
+	require.Equal(t, exitOK, r.code, r.errOut)
+	require.Contains(t, r.out, gracePhone)
+	require.NotContains(t, r.out, adaMail, "the next page")
+
+	r = w.tidings(t, nil, "suppressions", "--channel", "mail", "--address", strings.ToUpper(adaMail))
+	require.Equal(t, exitOK, r.code, r.errOut)
+	require.Contains(t, r.out, adaMail, "the address named is shown, normalised")
+	r = w.tidings(t, nil, "suppressions", "--address", adaMail)
+	require.Equal(t, exitUsage, r.code)
+
+	r = w.tidings(t, nil, "lift", "--channel", "sms", gracePhone)
+	require.Equal(t, exitNone, r.code, "suppressed in scope marketing only")
+	r = w.tidings(t, nil, "lift", "--channel", "sms", "--scope", "marketing", gracePhone)
+	require.Equal(t, exitOK, r.code, r.errOut)
+	r = w.tidings(t, nil, "lift", "--channel", "mail", adaMail, "--json")
+	require.Equal(t, exitOK, r.code, r.errOut)
+	require.JSONEq(t, `{"lifted": true}`, r.out)
+	r = w.tidings(t, nil, "suppressions")
+	require.Equal(t, exitNone, r.code, "nothing is suppressed any more")
+	r = w.tidings(t, nil, "lift", "--channel", "Mail!", adaMail)
+	require.Equal(t, exitUsage, r.code)
+	require.Contains(t, r.errOut, "Channel")
+	r = w.tidings(t, nil, "lift", adaMail)
 	require.Equal(t, exitUsage, r.code)
 }
 

@@ -17,6 +17,9 @@
 //	cancel    cancel a pending request
 //	purge     delete delivered and cancelled requests older than an age
 //	stats     pending, due, oldest, dead, and the last minutes' rates
+//	suppressions  list suppressed addresses
+//	lift      lift the suppression of an address
+//	serve     the operators' web page, on loopback
 //
 // Every command takes --database (default: the DATABASE_URL environment
 // variable), a PostgreSQL connection string in either of lib/pq's forms,
@@ -29,8 +32,8 @@
 // creates tables, and runs as the schema's owner.
 //
 // Recipients are personal data: no command prints one unless
-// --show-recipients asks (dead and reemit); a request's timeline holds
-// none.
+// --show-recipients asks (dead and reemit), or --show-addresses
+// (suppressions); a request's timeline holds none.
 //
 // Exit codes:
 //
@@ -39,6 +42,7 @@
 //	2  usage: an unknown command or flag, a bad value, a missing argument,
 //	   or reemit without --yes when standard input is no terminal
 //	3  nothing matched: no such request, no dead request the filters
-//	   select, or a request that is no longer pending (cancel)
+//	   select, a request that is no longer pending (cancel), or an
+//	   address that is not suppressed (lift)
 //	4  not confirmed: reemit asked, and the answer was not yes
 package main

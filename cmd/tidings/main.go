@@ -59,7 +59,7 @@ type command struct {
 // commands lists every command, in the order tidings -h shows them.
 func commands() []*command {
 	return []*command{migrateCommand, statusCommand, deadCommand, reemitCommand, cancelCommand, purgeCommand, statsCommand,
-		serveCommand}
+		suppressionsCommand, liftCommand, serveCommand}
 }
 
 // run runs the command line args (without the program's name) and
@@ -166,10 +166,11 @@ func (c *command) usageError(e *env, format string, args ...any) int {
 }
 
 // fail writes err to stderr and returns its exit code: exitUsage for a
-// bad --database or --schema, exitError for anything else.
+// bad --database or --schema, or a value the library refuses, exitError
+// for anything else.
 func (c *command) fail(e *env, err error) int {
 	switch {
-	case errors.Is(err, errUsage) || errors.Is(err, notification.ErrConfig):
+	case errors.Is(err, errUsage) || errors.Is(err, notification.ErrConfig) || errors.Is(err, notification.ErrInvalidRequest):
 		return c.usageError(e, "%v", err)
 	case errors.Is(err, relay.ErrNotMigrated):
 		fmt.Fprintf(e.stderr, "tidings %s: %v\nRun \"tidings migrate\" as the schema's owner first.\n", c.name, err)

@@ -147,6 +147,7 @@ func (h *handler) routes() {
 	mux.HandleFunc("GET /dead/list", h.deadList)
 	mux.HandleFunc("GET /requests/{id}", h.request)
 	mux.HandleFunc("GET /search", h.search)
+	mux.HandleFunc("GET /suppressions", h.suppressions)
 	if h.opts.ReadOnly {
 		mux.HandleFunc("POST /", func(w http.ResponseWriter, r *http.Request) {
 			h.fail(w, r, http.StatusForbidden, "This console is read-only: it changes nothing.")
@@ -155,6 +156,7 @@ func (h *handler) routes() {
 		mux.HandleFunc("POST /dead/reemit", h.guarded(h.reemitDead))
 		mux.HandleFunc("POST /requests/{id}/reemit", h.guarded(h.reemitOne))
 		mux.HandleFunc("POST /requests/{id}/cancel", h.guarded(h.cancel))
+		mux.HandleFunc("POST /suppressions/lift", h.guarded(h.lift))
 	}
 	h.mux = mux
 }
@@ -201,7 +203,7 @@ func cutBase(path, base string) (string, bool) {
 type page struct {
 	Base     string
 	Title    string
-	Nav      string // the current item of the navigation: overview, dead, or none
+	Nav      string // the current item of the navigation: overview, dead, suppressions, or none
 	Token    string // the forms' anti-forgery token; "" in read-only mode
 	ReadOnly bool
 	Query    string // what the search box holds
