@@ -268,3 +268,28 @@ func handBatch(t *testing.T, d *notification.Dispatcher, recs []relay.Record) []
 	}
 	return results
 }
+
+// A request with a dedup key whose claim commits alone (CommitEach) writes
+// its provider reference with the key: a duplicate handed before the relay
+// settled the first request's row (a batch no relay settles stands for that
+// moment) still ends a duplicate carrying the first receipt, and the first
+// is delivered once.
+func TestDedupKeyCarriesTheFirstReceiptBeforeTheSettle(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cfg := b.config()
+	cfg.Commit = map[string]notification.Commit{"mail": notification.CommitEach}
+	b.mail.ScriptRecipient("ada@example.com", delivery.DeliveredWithReference("msg-1"))
+	d := b.prepared(t, cfg)
+	confirm := notification.Request{Channel: "mail", Recipient: "ada@example.com", DedupKey: "booking-9/confirmed"}
+	first := handBatch(t, d, b.records(t, confirm))
+	require.Equal(t, "done: msg-1", first[0].String())
+	require.Equal(t, relay.StatePending, b.status(t, b.mail.Requests()[0].ID).State, "the first's row is not settled yet")
+
+	dup := b.records(t, confirm)
+	results := handBatch(t, d, dup)
+	require.Equal(t, "done: msg-1", results[0].String(), "the duplicate carries the first receipt")
+	require.Equal(t, notification.CodeDuplicate, results[0].Code())
+	require.Zero(t, b.mail.Count(dup[0].ID), "no provider call for the duplicate")
+	require.Equal(t, 1, b.mail.Len())
+}

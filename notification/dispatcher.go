@@ -321,8 +321,8 @@ const commitSlack = 5 * time.Second
 // the first time, releases the claims of those not delivered, writes every
 // outcome and commits. The claims that committed are the deliveries that
 // happened. The transaction of a request of a channel that does not share
-// commits holds only its claim (and its dedup key), and leaves the outcome
-// to the relay's settle unless it has a dedup key.
+// commits holds only its claim (and its dedup key, with the provider's
+// reference), and leaves the outcome to the relay's settle.
 func (d *Dispatcher) deliverAll(ctx context.Context, bind *binding, b *relay.Batch, jobs []job) {
 	// The transaction serves every job: it must not end with the hand's
 	// context, only a little after the deliveries' deadline.
@@ -398,15 +398,22 @@ func (d *Dispatcher) deliverAll(ctx context.Context, bind *binding, b *relay.Bat
 			b.Answer(j.i, results[k])
 		}
 	}
-	if !jobs[0].ch.shared && jobs[0].req.DedupKey == "" {
+	if !jobs[0].ch.shared {
 		// A transaction of its own commits a delivery's claim alone; the
 		// relay's settle writes the outcome after the commit, in one
 		// statement with other requests' outcomes. Writing it here cost
 		// the server twice the CPU per request (BENCHMARKS.md). Anything
-		// else the rollback takes back, the claim with it. A request with
-		// a dedup key writes its outcome with the key, whose duplicates
-		// read its reference from its row.
+		// else the rollback takes back, the claim with it. A delivered
+		// request with a dedup key writes its reference with the key,
+		// where its duplicates read it before the relay settles its row.
 		if len(release) == 0 && first[jobs[0].p.ID] {
+			if j := jobs[0]; j.req.DedupKey != "" && delivered[0] {
+				if _, err := tx.ExecContext(txCtx, bind.policy.keyReference, d.cfg.Consumer, j.req.DedupKey,
+					outs[0].Reference()); err != nil {
+					notCommitted(fmt.Errorf("write the dedup key's reference: %w", err))
+					return
+				}
+			}
 			if err := d.stageReceipts(txCtx, bind, tx, jobs, outs, delivered); err != nil {
 				notCommitted(err)
 				return

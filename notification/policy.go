@@ -173,7 +173,7 @@ type policyQueries struct {
 	// What the dispatcher reads per batch.
 	batchRules string
 	// The dedup keys of one claim's transaction.
-	claimKeys, readKeys, releaseKeys, purgeKeys string
+	claimKeys, keyReference, readKeys, releaseKeys, purgeKeys string
 	// Suppressed addresses, and the transient failures that lead to one.
 	suppress, lift, liftUnsubscribed, suppressions string
 	countTransient, clearTransient, purgeTransient string
@@ -219,9 +219,14 @@ func newPolicyQueries(schema string) policyQueries {
 			SELECT $1, key, event_id FROM unnest($2::text[], $3::uuid[]) AS k(key, event_id) ORDER BY key
 			ON CONFLICT (consumer, key) DO NOTHING
 			RETURNING key`),
-		// The first request's reference is its row's result, written in
-		// the transaction that committed its key.
-		readKeys: r.Replace(`SELECT d.key, d.event_id, coalesce(o.result, '') FROM {dedup} d LEFT JOIN {outbox} o ON o.id = d.event_id
+		// The reference of a delivered request that holds key $2, in the
+		// transaction that commits its claim.
+		keyReference: r.Replace(`UPDATE {dedup} SET reference = $3 WHERE consumer = $1 AND key = $2`),
+		// The first request's reference: written with its key, or else
+		// its row's result (a shared commit writes it in the
+		// transaction that commits the key).
+		readKeys: r.Replace(`SELECT d.key, d.event_id, coalesce(nullif(d.reference, ''), o.result, '')
+			FROM {dedup} d LEFT JOIN {outbox} o ON o.id = d.event_id
 			WHERE d.consumer = $1 AND d.key = ANY($2::text[])`),
 		releaseKeys: r.Replace(`DELETE FROM {dedup} WHERE consumer = $1 AND key = ANY($2::text[])`),
 		// An address suppressed already stays as it is: the first reason

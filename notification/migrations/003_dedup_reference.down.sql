@@ -1,0 +1,1 @@
+ALTER TABLE dedup DROP COLUMN reference;
