@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -151,14 +150,6 @@ type receiptsPayload struct {
 	Addresses  []string `json:"addresses"`
 }
 
-// addressOf returns the address reference ref went to, or "".
-func (p receiptsPayload) addressOf(ref string) string {
-	if i := slices.Index(p.References, ref); i >= 0 && i < len(p.Addresses) {
-		return p.Addresses[i]
-	}
-	return ""
-}
-
 // stageReceipts stages, inside tx, the follow-up that fetches the
 // receipts of the jobs delivered with a reference on a channel with
 // Receipts. jobs are of one channel; delivered tells which were.
@@ -235,17 +226,24 @@ func (d *Dispatcher) fetchReceipts(ctx context.Context, bind *binding, b *relay.
 	for channel, idx := range byChannel {
 		rc := d.cfg.Receipts[channel]
 		var refs []string
+		addresses := map[string]string{} // reference -> the address it went to
 		for _, i := range idx {
-			refs = append(refs, payloads[i].References...)
+			p := payloads[i]
+			refs = append(refs, p.References...)
+			for n, ref := range p.References {
+				if n < len(p.Addresses) {
+					addresses[ref] = p.Addresses[n]
+				}
+			}
 		}
 		fetchCtx, cancel := context.WithTimeout(ctx, bind.timeout)
 		reports, err := rc.Fetcher.Receipts(fetchCtx, refs)
 		cancel()
-		for n := range reports {
-			for _, i := range idx {
-				if reports[n].Address == "" {
-					reports[n].Address = payloads[i].addressOf(reports[n].MessageID)
-				}
+		reported := map[string]bool{}
+		for n, r := range reports {
+			reported[r.MessageID] = true
+			if r.Address == "" {
+				reports[n].Address = addresses[r.MessageID]
 			}
 		}
 		results := make([]relay.Result, len(idx))
@@ -253,7 +251,7 @@ func (d *Dispatcher) fetchReceipts(ctx context.Context, bind *binding, b *relay.
 			rec := b.Record(i)
 			var missing int
 			for _, ref := range payloads[i].References {
-				if !slices.ContainsFunc(reports, func(r feedback.Report) bool { return r.MessageID == ref }) {
+				if !reported[ref] {
 					missing++
 				}
 			}
