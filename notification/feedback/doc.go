@@ -5,8 +5,9 @@
 // code. It stores and applies nothing itself: a receiver hands the
 // reports of each verified request to a [Store], which stages them as
 // outbox records keyed by [Report.EventID] in its own transaction, and
-// the receiver answers the provider 2xx only once that committed. A
-// consumer applies each report once, through the inbox, later.
+// the receiver answers the provider 2xx only once that committed:
+// notification.Client.FeedbackStore is that Store, and the notification
+// dispatcher applies each report once, through the inbox, later.
 //
 // # The receivers
 //

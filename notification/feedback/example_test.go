@@ -11,9 +11,10 @@ import (
 	"github.com/tidings-go/tidings/notification/feedback"
 )
 
-// stageReports stands for the application's Store: in one transaction,
-// stage each report as an outbox record keyed by its provider and event
-// id, and commit. The receiver answers the provider 2xx only when it
+// stageReports stands for the Store, which notification.Client.FeedbackStore
+// gives (this package imports nothing of tidings): in one transaction, it
+// stages each report as an outbox record keyed by its provider and event
+// id, and commits. The receiver answers the provider 2xx only when it
 // returns nil.
 func stageReports(ctx context.Context, reports []feedback.Report) error {
 	_ = ctx
