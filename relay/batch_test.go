@@ -72,7 +72,17 @@ func TestBatchSink(t *testing.T) {
 		var work int
 		require.NoError(t, b.db.QueryRowContext(t.Context(), `SELECT count(*) FROM "`+b.schema+`".inbox WHERE consumer = 'work'`).Scan(&work))
 		require.Equal(t, 3, work, "the work of the committed batch only")
-		require.Equal(t, []int{3, 3}, sizes, "each batch whole")
+		// The first batch is handed whole. Its records come due again one
+		// by one (each answer's delay counts from its own settle), so a
+		// loaded machine may hand them back in more than one batch.
+		mu.Lock()
+		defer mu.Unlock()
+		require.Equal(t, 3, sizes[0], "the first batch whole: %v", sizes)
+		handed := 0
+		for _, n := range sizes {
+			handed += n
+		}
+		require.Equal(t, 6, handed, "each record handed twice: %v", sizes)
 	})
 
 	// A record the sink leaves without an answer, or whose HandleBatch
