@@ -101,3 +101,37 @@ func TestLaneRoomIsPerLane(t *testing.T) {
 	require.Equal(t, map[string]int{"a": 3, "b": 3, "c": 3}, seen, "three of each lane, nine in all")
 	require.Equal(t, 9, b.count(t, "hands > 0"), "no more claimed than the lanes have room for")
 }
+
+// While a lane is full, a record of another lane that falls due later is
+// handed when it does, not at the next sweep: the claim that filled the
+// lane tells the relay when the other lane's row falls due.
+func TestRecordOfAnotherLaneIsHandedWhenDueWhileALaneIsFull(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	release := make(chan struct{})
+	sink := newRecorder(func(ctx context.Context, rec relay.Record) relay.Result {
+		if rec.Lane == "slow" {
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return relay.Retry(0, ctx.Err())
+			}
+		}
+		return relay.Done()
+	})
+	cfg := b.config(t) // SweepInterval 1 h
+	cfg.Concurrency, cfg.LaneLimit, cfg.BatchSize = 10, 2, 10
+	cfg.HandTimeout, cfg.Lease = time.Minute, 2*time.Minute
+	// No LISTEN session, whose start wakes the relay once more: the claim
+	// that fills the slow lane is the last before the wait.
+	cfg.Listener = nil
+	b.stageLane(t, "slow", 5)
+	_, err := b.ob.Stage(t.Context(), b.db, relay.Message{Module: module, Kind: "k", Lane: "fast", Payload: payload(0),
+		NotBefore: time.Now().Add(time.Second)})
+	require.NoError(t, err)
+	supervise(t, b.db, cfg, sink)
+	t.Cleanup(func() { close(release) })
+
+	b.eventually(t, "lane = 'slow' AND hands > 0", 2, 10*time.Second)
+	b.eventually(t, "lane = 'fast' AND processed_at IS NOT NULL", 1, 10*time.Second)
+}

@@ -171,6 +171,14 @@ func newQueries(schema string) queries {
 		// timeline gets an entry for a hand that ended without an answer
 		// (hands ran ahead of answered_hand) and for a row dead here.
 		//
+		// Every row returned also says when the oldest row of the lanes
+		// that were not due falls due, if they have room, so a claim that
+		// filled the room of every due lane it gave rows of needs no
+		// second statement to set the relay's timer (the relay checks
+		// that those lanes are full; a slot coming free wakes it). The
+		// answer holds only when every row chosen was locked: a row
+		// another relay held is not accounted for.
+		//
 		// The claim commits without waiting for its WAL flush (nosync sets
 		// synchronous_commit for this statement's transaction only): that
 		// wait was most of the time from a wake-up to the hand. What a
@@ -209,6 +217,10 @@ func newQueries(schema string) queries {
 						o.hands + 1, $4, coalesce(nullif(o.last_error, ''), 'none')) END
 				FROM due, nosync WHERE o.id = due.id
 				RETURNING o.*),
+			later AS (
+				SELECT min(l.available_at) AS at
+				FROM lanes l LEFT JOIN unnest($6::text[], $7::int[]) AS b(lane, room) ON b.lane = l.lane
+				WHERE l.available_at > now() AND coalesce(b.room, $5) > 0),
 			entries AS (
 				INSERT INTO {timeline} (record_id, event, hand, code, reason)
 				SELECT id, 'lost', hands - 1, '` + CodeLostHand + `',
@@ -219,13 +231,16 @@ func newQueries(schema string) queries {
 			SELECT id, lane, kind, payload, headers, correlation_id, causation_id,
 				created_at, attempts, hands, unsure, last_error, failed_at IS NOT NULL,
 				extract(epoch FROM now() - created_at),
-				CASE WHEN has_secret THEN (SELECT value FROM {secret} s WHERE s.record_id = claimed.id) END
+				CASE WHEN has_secret THEN (SELECT value FROM {secret} s WHERE s.record_id = claimed.id) END,
+				(SELECT count(*) FROM cand) = (SELECT count(*) FROM due),
+				extract(epoch FROM (SELECT at FROM later) - now())
 			FROM claimed`),
 
 		// Seconds until the module's next row falls due in a lane with
 		// room ($2 names the lanes without): a retry, a scheduled record,
 		// or a lease that runs out. A full lane wakes the relay when a
-		// slot of it comes free.
+		// slot of it comes free. Asked after a short claim whose own
+		// answer does not hold (see claim).
 		nextDue: r.Replace(`WITH RECURSIVE {lanes}
 			SELECT extract(epoch FROM min(available_at) - now()) FROM lanes
 			WHERE lane <> ALL(coalesce($2::text[], '{}'))`),

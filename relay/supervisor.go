@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -221,7 +222,7 @@ func (s *supervisor) claimLoop(ctx context.Context, handOut func([]Record)) {
 		// records leased for a whole lease by a relay that is gone. Its
 		// answer is awaited for the grace period, and released below.
 		claimCtx, cancelClaim := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.GracePeriod)
-		recs, err := s.claim(claimCtx, limit, lanes, rooms)
+		recs, next, err := s.claim(claimCtx, limit, lanes, rooms)
 		cancelClaim()
 		if err != nil {
 			if ctx.Err() != nil {
@@ -251,7 +252,15 @@ func (s *supervisor) claimLoop(ctx context.Context, handOut func([]Record)) {
 		if len(recs) == limit {
 			continue // more may be due
 		}
-		timer.Reset(s.nextWait(ctx, full))
+		_, _, _, full = s.room()
+		if !allFull(recs, full) {
+			// The claim's answer holds only if every lane it gave records
+			// of is full now: a lane that ran out of due rows, or whose
+			// records finished while the claim ran, may have rows due now
+			// or soon that the answer leaves out.
+			next.known = false
+		}
+		timer.Reset(s.nextWait(ctx, full, next))
 		select {
 		case <-s.wake:
 		case <-s.freed:
@@ -307,18 +316,37 @@ func (s *supervisor) release(rec Record) {
 	}
 }
 
-// claim leases up to limit due records, no more of a lane than its room.
-// Records handed too often come back dead from the claim itself and are
-// only reported.
-func (s *supervisor) claim(ctx context.Context, limit int, lanes []string, rooms []int64) ([]Record, error) {
+// allFull reports whether the lane of every record is in full.
+func allFull(recs []Record, full []string) bool {
+	for _, rec := range recs {
+		if !slices.Contains(full, rec.Lane) {
+			return false
+		}
+	}
+	return true
+}
+
+// due is when the module's next record falls due in a lane with room, in
+// seconds from now (NULL: none is pending), if known.
+type due struct {
+	known bool
+	secs  sql.NullFloat64
+}
+
+// claim leases up to limit due records, no more of a lane than its room,
+// and tells when the next one falls due if it can. Records handed too
+// often come back dead from the claim itself and are only reported.
+func (s *supervisor) claim(ctx context.Context, limit int, lanes []string, rooms []int64) ([]Record, due, error) {
+	var next due
 	rows, err := s.db.QueryContext(ctx, s.ob.q.claim, s.cfg.Module, limit, s.cfg.Lease.Seconds(), s.cfg.MaxHands,
 		s.cfg.LaneLimit, pgarray.Of(lanes), pgarray.Of(rooms))
 	if err != nil {
-		return nil, fmt.Errorf("claim: %w", err)
+		return nil, next, fmt.Errorf("claim: %w", err)
 	}
 	defer rows.Close()
 	now := time.Now()
 	var out []Record
+	dead := false
 	for rows.Next() {
 		var (
 			r        = Record{Module: s.cfg.Module, claimedAt: now}
@@ -327,13 +355,15 @@ func (s *supervisor) claim(ctx context.Context, limit int, lanes []string, rooms
 			staged   float64
 		)
 		if err := rows.Scan(&r.ID, &r.Lane, &r.Kind, &r.Payload, &headers, &r.CorrelationID, &r.CausationID,
-			&r.CreatedAt, &r.Attempts, &r.Hand, &r.Unsure, &r.LastError, &poisoned, &staged, &r.Secret); err != nil {
-			return nil, fmt.Errorf("claim: scan: %w", err)
+			&r.CreatedAt, &r.Attempts, &r.Hand, &r.Unsure, &r.LastError, &poisoned, &staged, &r.Secret,
+			&next.known, &next.secs); err != nil {
+			return nil, due{}, fmt.Errorf("claim: scan: %w", err)
 		}
 		if err := json.Unmarshal(headers, &r.Headers); err != nil {
 			s.log.WarnContext(ctx, "ignoring undecodable headers", "outbox_id", r.ID, "err", err)
 		}
 		if poisoned {
+			dead = true
 			s.tel.settled(ctx, r.Lane, outcomeDead)
 			s.log.ErrorContext(ctx, "record dead after too many hands", "outbox_id", r.ID, "hands", r.Hand,
 				"max_hands", s.cfg.MaxHands, "last_error", r.LastError)
@@ -344,21 +374,30 @@ func (s *supervisor) claim(ctx context.Context, limit int, lanes []string, rooms
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("claim: %w", err)
+		return nil, due{}, fmt.Errorf("claim: %w", err)
 	}
-	return out, nil
+	// A record dead at the claim took no slot: its lane has room the
+	// claim's answer did not count.
+	next.known = next.known && !dead
+	return out, next, nil
 }
 
 // nextWait is how long the loop may sleep: until the module's next record
-// falls due in a lane with room, and no longer than the sweep interval
-// (ListenDownSweep while the LISTEN session is away).
-func (s *supervisor) nextWait(ctx context.Context, full []string) time.Duration {
+// falls due in a lane with room (asked of the database when the claim
+// could not tell), and no longer than the sweep interval (ListenDownSweep
+// while the LISTEN session is away).
+func (s *supervisor) nextWait(ctx context.Context, full []string, next due) time.Duration {
 	sweep := s.cfg.SweepInterval
 	if s.cfg.Listener != nil && !s.listening.Load() {
 		sweep = min(sweep, ListenDownSweep)
 	}
-	var secs sql.NullFloat64
-	if err := s.db.QueryRowContext(ctx, s.ob.q.nextDue, s.cfg.Module, pgarray.Of(full)).Scan(&secs); err != nil || !secs.Valid {
+	secs := next.secs
+	if !next.known {
+		if err := s.db.QueryRowContext(ctx, s.ob.q.nextDue, s.cfg.Module, pgarray.Of(full)).Scan(&secs); err != nil {
+			return sweep
+		}
+	}
+	if !secs.Valid {
 		return sweep
 	}
 	// A little past the due time, so the claim finds it due.
