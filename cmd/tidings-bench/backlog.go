@@ -26,6 +26,7 @@ const childFlag = "-child-relay"
 // childConfig is what the backlog scenario tells its relay child.
 type childConfig struct {
 	DSN        string `json:"dsn"`
+	Driver     driver `json:"driver"`
 	Schema     string `json:"schema"`
 	Expect     int    `json:"expect"`
 	Commit     string `json:"commit"`
@@ -66,7 +67,7 @@ func runChild(ctx context.Context, arg string) error {
 	}
 	defer func() { _ = stopProfile() }()
 	dc := drainConfig{commit: cc.Commit, batch: cc.Batch, conc: cc.Conc, lane: cc.Lane}
-	db, err := openPool(ctx, cc.DSN, dc.poolSize())
+	db, err := openPool(ctx, cc.Driver, cc.DSN, dc.poolSize())
 	if err != nil {
 		return err
 	}
@@ -78,7 +79,11 @@ func runChild(ctx context.Context, arg string) error {
 		return err
 	}
 	start := time.Now()
-	rl := supervise(db, dc.relayConfig(s, cc.DSN), disp)
+	l, err := cc.Driver.listener(cc.DSN)
+	if err != nil {
+		return err
+	}
+	rl := supervise(db, dc.relayConfig(s, l), disp)
 	select {
 	case <-dl.done:
 	case <-rl.exited:
@@ -147,7 +152,7 @@ type backlogResult struct {
 // process, and samples the child's memory.
 func backlogOnce(ctx context.Context, cfg config, srv server, postmaster, size int, dc drainConfig, profile string) (backlogResult, error) {
 	var r backlogResult
-	db, err := openPool(ctx, srv.dsn, 4)
+	db, err := openPool(ctx, srv.driver, srv.dsn, 4)
 	if err != nil {
 		return r, err
 	}
@@ -169,7 +174,7 @@ func backlogOnce(ctx context.Context, cfg config, srv server, postmaster, size i
 	if err != nil {
 		return r, err
 	}
-	arg, err := json.Marshal(childConfig{DSN: srv.dsn, Schema: s.name, Expect: size, Commit: dc.commit,
+	arg, err := json.Marshal(childConfig{DSN: srv.dsn, Driver: srv.driver, Schema: s.name, Expect: size, Commit: dc.commit,
 		Batch: dc.batch, Conc: dc.conc, Lane: dc.lane, CPUProfile: profile})
 	if err != nil {
 		return r, err

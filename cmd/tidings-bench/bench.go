@@ -73,10 +73,10 @@ func (s benchSchema) count(ctx context.Context, db *sql.DB, query string, args .
 	return n, err
 }
 
-// openPool opens a pool of conns connections, all opened before use so no
-// timed work pays for a connect.
-func openPool(ctx context.Context, dsn string, conns int) (*sql.DB, error) {
-	db, err := sql.Open("postgres", dsn)
+// openPool opens a pool of the driver of conns connections, all opened
+// before use so no timed work pays for a connect.
+func openPool(ctx context.Context, drv driver, dsn string, conns int) (*sql.DB, error) {
+	db, err := drv.open(dsn)
 	if err != nil {
 		return nil, err
 	}

@@ -20,6 +20,7 @@ var scenarios = []string{"ceiling", "stage", "steady", "drain", "sustain", "back
 // config is the command line.
 type config struct {
 	database string
+	driver   driver
 	only     []string
 	runs     int
 	longRuns int // runs of sustain and backlog
@@ -91,6 +92,8 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.SetOutput(stderr)
 	var baselineArg, drains, rates, stageModes, only, commits, batches, conc, wakes, steadyCommits, writers, backlogs string
 	fs.StringVar(&c.database, "database", "", "PostgreSQL URL; empty starts a durable throwaway cluster (fsync and synchronous_commit on)")
+	var driverArg string
+	fs.StringVar(&driverArg, "driver", string(driverPgx), "database/sql driver of every pool and the relay's LISTEN session: pgx (jackc/pgx/v5/stdlib, which prepares each statement once per connection) or pq (lib/pq, which parses and plans each statement every time it runs)")
 	fs.StringVar(&only, "only", strings.Join(scenarios, ","), "scenarios to run: "+strings.Join(scenarios, ","))
 	fs.IntVar(&c.runs, "runs", 1, "how many times to run each scenario; the tables show medians")
 	fs.IntVar(&c.longRuns, "long-runs", 0, "how many times to run sustain and backlog; 0 means -runs")
@@ -149,6 +152,9 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fail := func(name string, e error) error {
 		fmt.Fprintf(stderr, "-%s: %v\n", name, e)
 		return errUsage
+	}
+	if c.driver, err = parseDriver(driverArg); err != nil {
+		return c, fail("driver", err)
 	}
 	for s := range strings.SplitSeq(only, ",") {
 		s = strings.TrimSpace(s)

@@ -12,7 +12,6 @@ import (
 	"github.com/tidings-go/tidings/delivery"
 	"github.com/tidings-go/tidings/notification"
 	"github.com/tidings-go/tidings/relay"
-	"github.com/tidings-go/tidings/relay/pqlisten"
 )
 
 // drainConfig is one setting of the relay and the dispatcher: how the
@@ -100,11 +99,7 @@ func (d drainConfig) poolSize() int {
 	return d.conc + 10
 }
 
-func (d drainConfig) relayConfig(s benchSchema, listenDSN string) relay.Config {
-	var l relay.Listener
-	if listenDSN != "" {
-		l = pqlisten.New(listenDSN)
-	}
+func (d drainConfig) relayConfig(s benchSchema, l relay.Listener) relay.Config {
 	return relay.Config{Module: module, Schema: s.name, Listener: l, BatchSize: d.batch, Concurrency: d.conc,
 		LaneLimit: d.lane}
 }
@@ -141,12 +136,12 @@ func drainOnce(ctx context.Context, cfg config, srv server, postmaster int, n in
 	r := drainResult{n: n}
 	// A pool of its own for the schema and the statistics: the drain's
 	// pool is closed before its row updates are read.
-	own, err := openPool(ctx, srv.dsn, 1)
+	own, err := openPool(ctx, srv.driver, srv.dsn, 1)
 	if err != nil {
 		return r, err
 	}
 	defer own.Close()
-	db, err := openPool(ctx, srv.dsn, dc.poolSize())
+	db, err := openPool(ctx, srv.driver, srv.dsn, dc.poolSize())
 	if err != nil {
 		return r, err
 	}
@@ -183,7 +178,11 @@ func drainOnce(ctx context.Context, cfg config, srv server, postmaster int, n in
 	}
 	meter := startCPU(postmaster)
 	start := time.Now()
-	rl := supervise(db, dc.relayConfig(s, srv.dsn), disp)
+	l, err := srv.driver.listener(srv.dsn)
+	if err != nil {
+		return r, err
+	}
+	rl := supervise(db, dc.relayConfig(s, l), disp)
 	stopSampling := func() {}
 	if window > 0 {
 		stopSampling = sampleCPU(postmaster, window, &r.windowCPU)

@@ -11,24 +11,68 @@ import (
 	"strings"
 	"time"
 
-	_ "github.com/lib/pq" // the PostgreSQL driver
+	"github.com/jackc/pgx/v5"
+	_ "github.com/jackc/pgx/v5/stdlib" // the pgx driver
+	_ "github.com/lib/pq"              // the pq driver
 
 	"github.com/tidings-go/tidings/internal/pgtemp"
+	"github.com/tidings-go/tidings/relay"
+	"github.com/tidings-go/tidings/relay/pgxlisten"
+	"github.com/tidings-go/tidings/relay/pqlisten"
 )
 
-// server is the PostgreSQL server the benchmarks run on.
+// driver is the database/sql driver the benchmarks connect with.
+type driver string
+
+const (
+	driverPgx driver = "pgx" // jackc/pgx/v5/stdlib
+	driverPq  driver = "pq"  // lib/pq
+)
+
+// parseDriver reads -driver.
+func parseDriver(s string) (driver, error) {
+	switch d := driver(s); d {
+	case driverPgx, driverPq:
+		return d, nil
+	}
+	return "", fmt.Errorf("unknown driver %q: pgx or pq", s)
+}
+
+// open opens a pool of the driver, not yet connected.
+func (d driver) open(dsn string) (*sql.DB, error) {
+	if d == driverPq {
+		return sql.Open("postgres", dsn)
+	}
+	return sql.Open("pgx", dsn)
+}
+
+// listener is the relay's LISTEN session through the driver.
+func (d driver) listener(dsn string) (relay.Listener, error) {
+	if d == driverPq {
+		return pqlisten.New(dsn), nil
+	}
+	cc, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("parse the URL for pgx: %w", err)
+	}
+	return pgxlisten.New(cc), nil
+}
+
+// server is the PostgreSQL server the benchmarks run on, and the driver
+// they reach it with.
 type server struct {
-	dsn  string
-	desc string // where it comes from, for the report
-	stop func() error
+	dsn    string
+	driver driver
+	desc   string // where it comes from, for the report
+	stop   func() error
 }
 
 // openServer returns the server -database names, or a durable throwaway
 // cluster.
-func openServer(ctx context.Context, database string) (server, error) {
+func openServer(ctx context.Context, database string, drv driver) (server, error) {
 	if database != "" {
 		// Never print the URL: it may carry a password.
-		return server{dsn: database, desc: "the server -database names", stop: func() error { return nil }}, nil
+		return server{dsn: database, driver: drv, desc: "the server -database names", stop: func() error { return nil }}, nil
 	}
 	progress("no -database: starting a throwaway PostgreSQL cluster with fsync and synchronous_commit on (pgtemp, Durable: true)")
 	c, err := pgtemp.Start(ctx, &pgtemp.Options{Durable: true})
@@ -36,9 +80,10 @@ func openServer(ctx context.Context, database string) (server, error) {
 		return server{}, fmt.Errorf("start a throwaway cluster: %w", err)
 	}
 	return server{
-		dsn:  c.URL(),
-		desc: fmt.Sprintf("a throwaway local cluster (internal/pgtemp, Durable: true, loopback TCP port %d), removed on exit", c.Port()),
-		stop: c.Stop,
+		dsn:    c.URL(),
+		driver: drv,
+		desc:   fmt.Sprintf("a throwaway local cluster (internal/pgtemp, Durable: true, loopback TCP port %d), removed on exit", c.Port()),
+		stop:   c.Stop,
 	}, nil
 }
 

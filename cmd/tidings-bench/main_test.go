@@ -77,3 +77,32 @@ func TestEveryScenarioRuns(t *testing.T) {
 		t.Errorf("a later run cannot take this run as its baseline: %v", err)
 	}
 }
+
+// The drains and the backlog child also run on lib/pq, the other driver a
+// service may use, and still deliver every request exactly once.
+func TestDriverPqDrains(t *testing.T) {
+	var out bytes.Buffer
+	err := run(t.Context(), []string{"-driver", "pq", "-only", "drain,backlog", "-rules",
+		"-events", "300", "-drain", "auto:sends/50/50,shared/50/200", "-backlog", "200"}, &out)
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	for _, want := range []string{
+		"- -driver=pq",
+		"| drain 300, commit auto:sends, BatchSize 50, Concurrency 50, every rule: first to last settle | events/s |",
+		"| backlog 200, commit shared, BatchSize 50, Concurrency 200: relay peak RSS (VmHWM) | MiB |",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the report lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// An unknown driver is refused before anything runs, naming the flag.
+func TestUnknownDriverIsRefused(t *testing.T) {
+	var stderr bytes.Buffer
+	_, err := parseConfig([]string{"-driver", "mysql"}, &stderr)
+	if err == nil || !strings.Contains(stderr.String(), `-driver: unknown driver "mysql"`) {
+		t.Fatalf("parseConfig = %v, stderr %q", err, stderr.String())
+	}
+}

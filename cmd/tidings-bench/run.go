@@ -47,13 +47,13 @@ func run(ctx context.Context, args []string, out io.Writer) (err error) {
 		return err
 	}
 	defer func() { err = errors.Join(err, stopProfile()) }()
-	srv, err := openServer(ctx, cfg.database)
+	srv, err := openServer(ctx, cfg.database, cfg.driver)
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, srv.stop()) }()
 
-	admin, err := openPool(ctx, srv.dsn, 2)
+	admin, err := openPool(ctx, srv.driver, srv.dsn, 2)
 	if err != nil {
 		return err
 	}

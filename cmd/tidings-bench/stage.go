@@ -37,7 +37,7 @@ func closeWaker(wk *relay.Waker) {
 // the Outbox as it is, the others through Outbox.WithoutWakeUp, after
 // also poking a waker once each commit returned.
 func stageOnce(ctx context.Context, srv server, writers int, mode string, d time.Duration) (float64, error) {
-	db, err := openPool(ctx, srv.dsn, writers+3)
+	db, err := openPool(ctx, srv.driver, srv.dsn, writers+3)
 	if err != nil {
 		return 0, err
 	}

@@ -15,7 +15,6 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/tidings-go/tidings/relay"
-	"github.com/tidings-go/tidings/relay/pqlisten"
 )
 
 // steadyResult is one steady run: latencies in ms from the commit's return
@@ -147,7 +146,7 @@ func summarize(committed []int64, took []time.Duration, starts, hands func(i int
 // steadyOnce runs the relay with wake-up path w and stages at rate.
 func steadyOnce(ctx context.Context, cfg config, srv server, rate int, w wake, commit string) (steadyResult, error) {
 	dc := drainConfig{commit: commit, batch: relay.BatchSizeDefault, conc: relay.ConcurrencyDefault}
-	db, err := openPool(ctx, srv.dsn, cfg.steadyWriters+dc.poolSize()+1)
+	db, err := openPool(ctx, srv.driver, srv.dsn, cfg.steadyWriters+dc.poolSize()+1)
 	if err != nil {
 		return steadyResult{}, err
 	}
@@ -165,9 +164,11 @@ func steadyOnce(ctx context.Context, cfg config, srv server, rate int, w wake, c
 	if err != nil {
 		return steadyResult{}, err
 	}
-	rc := dc.relayConfig(s, "")
+	rc := dc.relayConfig(s, nil)
 	if w.listen {
-		rc.Listener = pqlisten.New(srv.dsn)
+		if rc.Listener, err = srv.driver.listener(srv.dsn); err != nil {
+			return steadyResult{}, err
+		}
 	}
 	rc.SweepInterval = w.sweep
 	ob := s.ob
@@ -216,7 +217,7 @@ func steadyOnce(ctx context.Context, cfg config, srv server, rate int, w wake, c
 // transaction also sending a NOTIFY that carries its index, and a bare
 // LISTEN session timing its arrival; no relay, no claim, no delivery.
 func rawOnce(ctx context.Context, cfg config, srv server, rate int) (steadyResult, error) {
-	db, err := openPool(ctx, srv.dsn, cfg.steadyWriters+2)
+	db, err := openPool(ctx, srv.driver, srv.dsn, cfg.steadyWriters+2)
 	if err != nil {
 		return steadyResult{}, err
 	}
