@@ -200,15 +200,23 @@ func newPolicyQueries(schema string) policyQueries {
 		// Preferences (p) and quiet hours (q) of a batch's subjects, and
 		// the suppressions (s) of its channels ($2) and addresses ($3), in
 		// one round trip, and the database's clock, whether there are
-		// rows.
-		batchRules: r.Replace(`SELECT 'p', subject, category, channel, enabled, updated_at, NULL, NULL FROM {preference}
-			WHERE subject = ANY($1::text[])
+		// rows. Each subject and address is a probe of its table's
+		// primary key: OFFSET 0 keeps the planner from turning the
+		// look-ups into one join, which a plan made once for a prepared
+		// statement (pgx prepares each) does as a scan of the whole table
+		// when the table is small, the batch's size unknown to it.
+		batchRules: r.Replace(`SELECT 'p', p.* FROM unnest($1::text[]) AS k(subject) CROSS JOIN LATERAL (
+				SELECT subject, category, channel, enabled, updated_at, NULL, NULL::jsonb FROM {preference}
+				WHERE subject = k.subject OFFSET 0) p
 			UNION ALL
-			SELECT 'q', subject, NULL, NULL, NULL, NULL, time_zone, windows FROM {quiet} WHERE subject = ANY($1::text[])
+			SELECT 'q', q.* FROM unnest($1::text[]) AS k(subject) CROSS JOIN LATERAL (
+				SELECT subject, NULL, NULL, NULL::boolean, NULL::timestamptz, time_zone, windows FROM {quiet}
+				WHERE subject = k.subject OFFSET 0) q
 			UNION ALL
-			SELECT 's', address, scope, channel, NULL, created_at, reason,
-				jsonb_build_object('class', class, 'provider', provider, 'source', source) FROM {suppression}
-			WHERE (channel, address) IN (SELECT * FROM unnest($2::text[], $3::text[]))
+			SELECT 's', s.* FROM unnest($2::text[], $3::text[]) AS k(channel, address) CROSS JOIN LATERAL (
+				SELECT address, scope, channel, NULL::boolean, created_at, reason,
+					jsonb_build_object('class', class, 'provider', provider, 'source', source) FROM {suppression}
+				WHERE channel = k.channel AND address = k.address OFFSET 0) s
 			UNION ALL
 			SELECT 'n', '', NULL, NULL, NULL, now(), NULL, NULL`),
 

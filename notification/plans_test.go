@@ -1,0 +1,82 @@
+package notification
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tidings-go/tidings/internal/migrate"
+	"github.com/tidings-go/tidings/internal/pgtest"
+	"github.com/tidings-go/tidings/relay"
+)
+
+// The rules read of a batch probes the primary keys of the preferences,
+// quiet hours and suppressions, one probe per subject and address, even in
+// the plan the server makes once for a prepared statement (pgx prepares
+// every statement), which knows neither the batch's size nor its values:
+// a scan of the whole table per batch would grow with every subject and
+// every suppressed address the service has. The tables are small here, as
+// they are when a service starts, where a scan looks cheapest.
+func TestRulesReadProbesPrimaryKeysInAnyPlan(t *testing.T) {
+	t.Parallel()
+	schema := pgtest.Schema(t, func(ctx context.Context, db *sql.DB, schema string) error {
+		if err := relay.Migrate(ctx, db, schema); err != nil {
+			return err
+		}
+		return migrate.Apply(ctx, db, schema, migrate.Set{Component: "notification", FS: Migrations()})
+	})
+	q := `"` + schema + `"`
+	db := pgtest.DB(t)
+	for _, fill := range []string{
+		`INSERT INTO ` + q + `.preference (subject, category, channel, enabled)
+			SELECT 'subject-' || i, 'marketing', '', false FROM generate_series(1, 1000) i`,
+		`INSERT INTO ` + q + `.quiet_hours (subject, time_zone, windows)
+			SELECT 'subject-' || i, 'UTC', '[]' FROM generate_series(1, 1000) i`,
+		`INSERT INTO ` + q + `.suppression (channel, address, class, reason)
+			SELECT 'mail', 'user' || i || '@example.com', 'permanent', 'bounce.permanent' FROM generate_series(1, 1000) i`,
+		`ANALYZE ` + q + `.preference, ` + q + `.quiet_hours, ` + q + `.suppression`,
+	} {
+		_, err := db.ExecContext(t.Context(), fill)
+		require.NoError(t, err)
+	}
+
+	tx := pgtest.Tx(t)
+	for _, stmt := range []string{
+		`SET LOCAL plan_cache_mode = force_generic_plan`,
+		`PREPARE rules(text[], text[], text[]) AS ` + newPolicyQueries(schema).batchRules,
+	} {
+		_, err := tx.ExecContext(t.Context(), stmt)
+		require.NoError(t, err)
+	}
+	var raw []byte
+	require.NoError(t, tx.QueryRowContext(t.Context(), `EXPLAIN (FORMAT JSON) EXECUTE rules(
+		'{subject-1,subject-2,subject-3}', '{mail,mail}', '{user1@example.com,user2@example.com}')`).Scan(&raw))
+	var plan []struct{ Plan planNode }
+	require.NoError(t, json.Unmarshal(raw, &plan))
+	probed := map[string]bool{}
+	var walk func(n planNode)
+	walk = func(n planNode) {
+		require.NotEqual(t, "Seq Scan", n.Type, "the rules read scans all of %s: %s", n.Relation, raw)
+		if n.Index != "" {
+			require.NotEmpty(t, n.Cond, "the rules read reads all of %s: %s", n.Index, raw)
+			probed[n.Index] = true
+		}
+		for _, child := range n.Plans {
+			walk(child)
+		}
+	}
+	walk(plan[0].Plan)
+	require.Equal(t, map[string]bool{"preference_pkey": true, "quiet_hours_pkey": true, "suppression_pkey": true}, probed, "%s", raw)
+}
+
+// planNode is a node of EXPLAIN's JSON plan.
+type planNode struct {
+	Type     string     `json:"Node Type"`
+	Relation string     `json:"Relation Name"`
+	Index    string     `json:"Index Name"`
+	Cond     string     `json:"Index Cond"`
+	Plans    []planNode `json:"Plans"`
+}
