@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -180,14 +181,14 @@ func settleArgs(st []settlement) []any {
 	n := len(st)
 	ids, hands, attempts, outcomes := make([]string, n), make([]int64, n), make([]int64, n), make([]string, n)
 	delays, texts, codes, took := make([]float64, n), make([]string, n), make([]string, n), make([]float64, n)
-	details := make([]string, n)
+	details, secrets := make([]string, n), make([]string, n)
 	for i, s := range st {
 		ids[i], hands[i], attempts[i], outcomes[i] = s.id.String(), int64(s.hand), int64(s.attempts), s.res.outcome.String()
 		delays[i], texts[i], codes[i], took[i] = s.res.delay.Seconds(), s.res.text, s.res.code, s.took.Seconds()
-		details[i] = detailJSON(s.res.detail)
+		details[i], secrets[i] = detailJSON(s.res.detail), strconv.FormatBool(s.secret)
 	}
 	return []any{pgarray.Of(ids), pgarray.Of(hands), pgarray.Of(outcomes), pgarray.Of(delays), pgarray.Of(texts), pgarray.Of(attempts),
-		pgarray.Of(codes), pgarray.Of(took), pgarray.Of(details)}
+		pgarray.Of(codes), pgarray.Of(took), pgarray.Of(details), pgarray.Of(secrets)}
 }
 
 // detailJSON is a Result's detail as the settle statement takes it: "{}"
@@ -212,6 +213,7 @@ type settlement struct {
 	attempts int
 	res      Result
 	took     time.Duration // from the claim to the answer
+	secret   bool          // claimed with a secret, which an end erases
 }
 
 func settlementOf(rec Record, res Result) settlement {
@@ -219,5 +221,5 @@ func settlementOf(rec Record, res Result) settlement {
 	if !rec.claimedAt.IsZero() {
 		took = time.Since(rec.claimedAt)
 	}
-	return settlement{id: rec.ID, hand: rec.Hand, attempts: rec.Attempts, res: res, took: took}
+	return settlement{id: rec.ID, hand: rec.Hand, attempts: rec.Attempts, res: res, took: took, secret: rec.Secret != nil}
 }

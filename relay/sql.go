@@ -261,6 +261,10 @@ func newQueries(schema string) queries {
 		// stays pending, with the sink's detail. A done row without a
 		// detail is its own last entry: Status reads it from processed_at,
 		// result, code, answered_hand and took_ms.
+		//
+		// A row that ends (done or dead) and was claimed with a secret
+		// ($10) loses it here, in one DELETE for the batch; the trigger
+		// erases only what an update ends with has_secret still set.
 		settle: r.Replace(`WITH up AS (
 				UPDATE {t} o SET
 					processed_at = CASE WHEN r.outcome = 'done' THEN clock_timestamp() END,
@@ -278,12 +282,15 @@ func newQueries(schema string) queries {
 						WHEN 'retry' THEN clock_timestamp() + make_interval(secs => r.delay)
 						WHEN 'unsure' THEN clock_timestamp() + make_interval(secs => r.delay)
 						WHEN 'release' THEN clock_timestamp() + make_interval(secs => r.delay)
-						ELSE o.available_at END
+						ELSE o.available_at END,
+					has_secret = o.has_secret AND NOT (r.secret AND r.outcome IN ('done', 'dead'))
 				FROM unnest($1::uuid[], $2::int[], $3::text[], $4::float8[], $5::text[], $6::int[], $7::text[], $8::float8[],
-						$9::text[])
-					AS r(id, hands, outcome, delay, text, attempts, code, took, detail)
+						$9::text[], $10::bool[])
+					AS r(id, hands, outcome, delay, text, attempts, code, took, detail, secret)
 				WHERE o.id = r.id AND o.hands = r.hands AND o.attempts = r.attempts AND {pendingByID}
-				RETURNING o.id, r.outcome, r.hands, r.code, r.text, r.took, o.available_at, r.detail)
+				RETURNING o.id, r.outcome, r.hands, r.code, r.text, r.took, o.available_at, r.detail,
+					r.secret AND r.outcome IN ('done', 'dead') AS erase),
+			erased AS (DELETE FROM {secret} WHERE record_id = ANY(ARRAY(SELECT id FROM up WHERE erase)))
 			INSERT INTO {timeline} (record_id, event, hand, code, reason, detail)
 			SELECT id, outcome, hands, code, text, jsonb_build_object('took_ms', round(took * 1000)::bigint)
 				|| CASE WHEN outcome IN ('retry', 'unsure', 'release') THEN jsonb_build_object('due', available_at) ELSE '{}' END
