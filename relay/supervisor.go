@@ -252,13 +252,15 @@ func (s *supervisor) claimLoop(ctx context.Context, handOut func([]Record)) {
 		if len(recs) == limit {
 			continue // more may be due
 		}
+		// The claim's answer of the next due time leaves out the lanes it
+		// gave records of: it holds if each of them ran out of room, not
+		// of due rows, and is full now.
 		_, _, _, full = s.room()
-		if !allFull(recs, full) {
-			// The claim's answer holds only if every lane it gave records
-			// of is full now: a lane that ran out of due rows, or whose
-			// records finished while the claim ran, may have rows due now
-			// or soon that the answer leaves out.
-			next.known = false
+		switch {
+		case !s.filled(recs, limit, lanes, rooms):
+			next.known = false // a lane ran out of due rows: when its next falls due, only the database can say
+		case !allFull(recs, full):
+			continue // records finished while the claim ran: their lanes have room again, and rows due
 		}
 		timer.Reset(s.nextWait(ctx, full, next))
 		select {
@@ -314,6 +316,26 @@ func (s *supervisor) release(rec Record) {
 	if wasFull {
 		s.poke(s.freed)
 	}
+}
+
+// filled reports whether a claim of up to limit records, with lanes and
+// rooms as it was given them, gave each lane it gave records of all the
+// room it had.
+func (s *supervisor) filled(recs []Record, limit int, lanes []string, rooms []int64) bool {
+	got := map[string]int{}
+	for _, rec := range recs {
+		got[rec.Lane]++
+	}
+	for lane, n := range got {
+		room := s.cfg.LaneLimit
+		if i := slices.Index(lanes, lane); i >= 0 {
+			room = int(rooms[i])
+		}
+		if n < min(limit, room) {
+			return false
+		}
+	}
+	return true
 }
 
 // allFull reports whether the lane of every record is in full.
