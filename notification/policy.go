@@ -204,16 +204,20 @@ func newPolicyQueries(schema string) policyQueries {
 		// primary key: OFFSET 0 keeps the planner from turning the
 		// look-ups into one join, which a plan made once for a prepared
 		// statement (pgx prepares each) does as a scan of the whole table
-		// when the table is small, the batch's size unknown to it.
-		batchRules: r.Replace(`SELECT 'p', p.* FROM unnest($1::text[]) AS k(subject) CROSS JOIN LATERAL (
+		// when the table is small, the batch's size unknown to it. The
+		// arrays come through sub-selects, so that no plan knows their
+		// lengths and one made for one batch costs what one made for any:
+		// the server then keeps a prepared statement's plan instead of
+		// planning the statement again for every batch.
+		batchRules: r.Replace(`SELECT 'p', p.* FROM unnest((SELECT $1::text[])) AS k(subject) CROSS JOIN LATERAL (
 				SELECT subject, category, channel, enabled, updated_at, NULL, NULL::jsonb FROM {preference}
 				WHERE subject = k.subject OFFSET 0) p
 			UNION ALL
-			SELECT 'q', q.* FROM unnest($1::text[]) AS k(subject) CROSS JOIN LATERAL (
+			SELECT 'q', q.* FROM unnest((SELECT $1::text[])) AS k(subject) CROSS JOIN LATERAL (
 				SELECT subject, NULL, NULL, NULL::boolean, NULL::timestamptz, time_zone, windows FROM {quiet}
 				WHERE subject = k.subject OFFSET 0) q
 			UNION ALL
-			SELECT 's', s.* FROM unnest($2::text[], $3::text[]) AS k(channel, address) CROSS JOIN LATERAL (
+			SELECT 's', s.* FROM unnest((SELECT $2::text[]), (SELECT $3::text[])) AS k(channel, address) CROSS JOIN LATERAL (
 				SELECT address, scope, channel, NULL::boolean, created_at, reason,
 					jsonb_build_object('class', class, 'provider', provider, 'source', source) FROM {suppression}
 				WHERE channel = k.channel AND address = k.address OFFSET 0) s

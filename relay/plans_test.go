@@ -76,3 +76,29 @@ type node struct {
 	Cond     string `json:"Index Cond"`
 	Plans    []node `json:"Plans"`
 }
+
+// TestClaimKeepsOnePlan checks that the server keeps one plan for a
+// prepared claim, as it does for the statements pgx prepares: a plan
+// that knows the claim's limit and the lanes' rooms must cost no less
+// than one that does not, or the server plans the claim again for every
+// run, which cost more than running it.
+func TestClaimKeepsOnePlan(t *testing.T) {
+	t.Parallel()
+	schema := pgtest.Schema(t, Migrate)
+	o, err := NewOutbox(&OutboxConfig{Schema: schema})
+	require.NoError(t, err)
+	db := pgtest.AdminDB(t) // the tables' owner: only it may analyze them
+	for _, fill := range []string{
+		`INSERT INTO "` + schema + `".outbox (id, module, kind, payload, headers, lane)
+			SELECT gen_random_uuid(), 'bench', 'k', '{}', '{}', 'mail' FROM generate_series(1, 100000) i`,
+		`VACUUM (ANALYZE) "` + schema + `".outbox`, // as a drain finds it: the indexes' sizes known
+	} {
+		_, err := db.ExecContext(t.Context(), fill)
+		require.NoError(t, err)
+	}
+	// As a relay claims with one busy lane: its room, and a few records.
+	pgtest.RequireOnePlan(t, o.q.claim, `(text, int, float8, int, int, text[], int[])`, []string{
+		`'bench', 13, 30, 10, 37, '{mail}', '{13}'`,
+		`'bench', 5, 30, 10, 37, '{mail}', '{5}'`,
+	})
+}

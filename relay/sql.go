@@ -165,6 +165,13 @@ func newQueries(schema string) queries {
 		// written so the planner cannot answer it from outbox_due, whose
 		// scan would read every pending row: the rows come by primary key.
 		// A lane without room is never read, let alone locked or updated.
+		// The oldest $2 are the first $2 row numbers, not a LIMIT $2, and
+		// the lanes' rooms come through sub-selects: a plan that does not
+		// know $2 or how many lanes have records in flight then costs the
+		// same as one that does, so the server keeps one plan for a
+		// prepared claim (pgx prepares it) instead of planning the
+		// statement again for every claim, which cost more than running
+		// it.
 		// The UPDATE pushes their due time past the lease and counts the
 		// hand in this commit, so a crash loop still counts. A row handed
 		// more than $4 times is dead here instead of handed again. The
@@ -191,16 +198,16 @@ func newQueries(schema string) queries {
 			{lanes},
 			room AS (
 				SELECT l.lane, least($2, coalesce(b.room, $5)) AS room
-				FROM lanes l LEFT JOIN unnest($6::text[], $7::int[]) AS b(lane, room) ON b.lane = l.lane
+				FROM lanes l LEFT JOIN unnest((SELECT $6::text[]), (SELECT $7::int[])) AS b(lane, room) ON b.lane = l.lane
 				WHERE l.available_at <= now()),
 			cand AS (
-				SELECT c.id FROM room r CROSS JOIN LATERAL (
-					SELECT id, available_at FROM {t}
-					WHERE module = $1 AND lane = r.lane AND {pending} AND available_at <= now()
-					ORDER BY available_at LIMIT r.room) c
-				WHERE r.room > 0
-				ORDER BY c.available_at
-				LIMIT $2),
+				SELECT id FROM (
+					SELECT c.id, row_number() OVER (ORDER BY c.available_at) AS n FROM room r CROSS JOIN LATERAL (
+						SELECT id, available_at FROM {t}
+						WHERE module = $1 AND lane = r.lane AND {pending} AND available_at <= now()
+						ORDER BY available_at LIMIT r.room) c
+					WHERE r.room > 0) o
+				WHERE n <= $2),
 			due AS (
 				SELECT id FROM {t}
 				WHERE id = ANY(ARRAY(SELECT id FROM cand))
@@ -219,7 +226,7 @@ func newQueries(schema string) queries {
 				RETURNING o.*),
 			later AS (
 				SELECT min(l.available_at) AS at
-				FROM lanes l LEFT JOIN unnest($6::text[], $7::int[]) AS b(lane, room) ON b.lane = l.lane
+				FROM lanes l LEFT JOIN unnest((SELECT $6::text[]), (SELECT $7::int[])) AS b(lane, room) ON b.lane = l.lane
 				WHERE l.available_at > now() AND coalesce(b.room, $5) > 0),
 			entries AS (
 				INSERT INTO {timeline} (record_id, event, hand, code, reason)

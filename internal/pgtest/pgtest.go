@@ -378,3 +378,32 @@ func Tx(tb testing.TB) *sql.Tx {
 	tb.Cleanup(func() { _ = tx.Rollback() })
 	return tx
 }
+
+// RequireOnePlan prepares query with the parameter types (as PREPARE
+// takes them: "(text, int)"), runs it ten times with each of args (SQL
+// literals, "'a', 1") in turn, and fails tb unless the server planned it
+// at most the five times it tries before it keeps one generic plan: what
+// a driver that prepares statements, as pgx does, then gets. It runs in a
+// transaction that is rolled back.
+func RequireOnePlan(tb testing.TB, query, types string, args []string) {
+	tb.Helper()
+	tx := Tx(tb)
+	if _, err := tx.ExecContext(tb.Context(), `PREPARE p`+types+` AS `+query); err != nil {
+		tb.Fatalf("pgtest: prepare: %v", err)
+	}
+	for i := range 10 {
+		rows, err := tx.QueryContext(tb.Context(), `EXECUTE p(`+args[i%len(args)]+`)`)
+		if err != nil {
+			tb.Fatalf("pgtest: execute: %v", err)
+		}
+		_ = rows.Close()
+	}
+	var generic, custom int
+	if err := tx.QueryRowContext(tb.Context(),
+		`SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = 'p'`).Scan(&generic, &custom); err != nil {
+		tb.Fatalf("pgtest: read the plans: %v", err)
+	}
+	if custom > 5 {
+		tb.Fatalf("the server planned the statement %d times for 10 runs (%d generic plans): a plan that knows the parameters costs less than one that does not", custom, generic)
+	}
+}
