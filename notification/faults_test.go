@@ -528,7 +528,7 @@ func TestFaultTimesComeFromTheDatabaseClock(t *testing.T) {
 	// arguments.
 	stmts := sent.all()
 	for _, want := range []string{"pg_notify", "FOR UPDATE SKIP LOCKED", "ON CONFLICT (consumer, event_id) DO NOTHING",
-		"unnest($1::uuid[], $2::int[]", "DELETE FROM"} {
+		"unnest((SELECT $1::uuid[]), (SELECT $2::int[])", "DELETE FROM"} {
 		require.True(t, slices.ContainsFunc(stmts, func(s faultStatement) bool { return strings.Contains(s.query, want) }),
 			"no statement with %q was sent", want)
 	}

@@ -30,7 +30,7 @@ func isClaim(q string) bool {
 }
 
 func isSettle(q string) bool {
-	return strings.Contains(q, "FROM unnest($1::uuid[], $2::int[], $3::text[]")
+	return strings.Contains(q, "FROM unnest((SELECT $1::uuid[]), (SELECT $2::int[]), (SELECT $3::text[])")
 }
 
 // A connection cut at the relay's own statements: the claim or the settle

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -101,4 +102,31 @@ func TestClaimKeepsOnePlan(t *testing.T) {
 		`'bench', 13, 30, 10, 37, '{mail}', '{13}'`,
 		`'bench', 5, 30, 10, 37, '{mail}', '{5}'`,
 	})
+}
+
+// TestSettleKeepsOnePlan checks the same of the settle, whose batches
+// vary in size.
+func TestSettleKeepsOnePlan(t *testing.T) {
+	t.Parallel()
+	schema := pgtest.Schema(t, Migrate)
+	o, err := NewOutbox(&OutboxConfig{Schema: schema})
+	require.NoError(t, err)
+	db := pgtest.AdminDB(t) // the tables' owner: only it may analyze them
+	for _, fill := range []string{
+		`INSERT INTO "` + schema + `".outbox (id, module, kind, payload, headers, lane)
+			SELECT gen_random_uuid(), 'bench', 'k', '{}', '{}', 'mail' FROM generate_series(1, 100000) i`,
+		`VACUUM (ANALYZE) "` + schema + `".outbox`,
+	} {
+		_, err := db.ExecContext(t.Context(), fill)
+		require.NoError(t, err)
+	}
+	one := func(n int) string {
+		a := make([]string, 10)
+		for k, v := range []string{uuid.NewString(), "1", "done", "0", "", "0", "", "0.01", "{}", "false"} {
+			a[k] = "'{" + strings.TrimSuffix(strings.Repeat(`"`+v+`",`, n), ",") + "}'"
+		}
+		return strings.Join(a, ", ")
+	}
+	pgtest.RequireOnePlan(t, o.q.settle, `(uuid[], int[], text[], float8[], text[], int[], text[], float8[], text[], bool[])`,
+		[]string{one(1), one(9), one(3)})
 }

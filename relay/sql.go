@@ -272,6 +272,10 @@ func newQueries(schema string) queries {
 		// A row that ends (done or dead) and was claimed with a secret
 		// ($10) loses it here, in one DELETE for the batch; the trigger
 		// erases only what an update ends with has_secret still set.
+		//
+		// The arrays come through sub-selects, so that a plan does not
+		// know the batch's size and the server keeps one for a prepared
+		// settle (see claim).
 		settle: r.Replace(`WITH up AS (
 				UPDATE {t} o SET
 					processed_at = CASE WHEN r.outcome = 'done' THEN clock_timestamp() END,
@@ -291,8 +295,9 @@ func newQueries(schema string) queries {
 						WHEN 'release' THEN clock_timestamp() + make_interval(secs => r.delay)
 						ELSE o.available_at END,
 					has_secret = o.has_secret AND NOT (r.secret AND r.outcome IN ('done', 'dead'))
-				FROM unnest($1::uuid[], $2::int[], $3::text[], $4::float8[], $5::text[], $6::int[], $7::text[], $8::float8[],
-						$9::text[], $10::bool[])
+				FROM unnest((SELECT $1::uuid[]), (SELECT $2::int[]), (SELECT $3::text[]), (SELECT $4::float8[]),
+						(SELECT $5::text[]), (SELECT $6::int[]), (SELECT $7::text[]), (SELECT $8::float8[]),
+						(SELECT $9::text[]), (SELECT $10::bool[]))
 					AS r(id, hands, outcome, delay, text, attempts, code, took, detail, secret)
 				WHERE o.id = r.id AND o.hands = r.hands AND o.attempts = r.attempts AND {pendingByID}
 				RETURNING o.id, r.outcome, r.hands, r.code, r.text, r.took, o.available_at, r.detail,
