@@ -130,3 +130,45 @@ func TestSettleKeepsOnePlan(t *testing.T) {
 	pgtest.RequireOnePlan(t, o.q.settle, `(uuid[], int[], text[], float8[], text[], int[], text[], float8[], text[], bool[])`,
 		[]string{one(1), one(9), one(3)})
 }
+
+// TestClaimIsNotCompiledAgainstABigBacklog checks that the claim's
+// estimated cost stays under jit_above_cost however many records are
+// pending: the server compiles a statement that passes it on every run
+// (JIT is on by default), which took most of a second per claim against
+// three million pending records and drained them at some 200 events/s.
+// Its cost grew with the backlog, through the lanes' rooms that the
+// planner takes for a tenth of a lane's rows.
+func TestClaimIsNotCompiledAgainstABigBacklog(t *testing.T) {
+	t.Parallel()
+	schema := pgtest.Schema(t, Migrate)
+	o, err := NewOutbox(&OutboxConfig{Schema: schema})
+	require.NoError(t, err)
+	db := pgtest.AdminDB(t) // the tables' owner: only it may analyze them
+	for _, fill := range []string{
+		`INSERT INTO "` + schema + `".outbox (id, module, kind, payload, headers, lane)
+			SELECT gen_random_uuid(), 'bench', 'k', '{}', '{}', 'mail' FROM generate_series(1, 400000) i`,
+		`VACUUM (ANALYZE) "` + schema + `".outbox`,
+	} {
+		_, err := db.ExecContext(t.Context(), fill)
+		require.NoError(t, err)
+	}
+	tx := pgtest.Tx(t)
+	_, err = tx.ExecContext(t.Context(), `PREPARE p(text, int, float8, int, int, text[], int[]) AS `+o.q.claim)
+	require.NoError(t, err)
+	var above float64
+	require.NoError(t, tx.QueryRowContext(t.Context(), `SELECT current_setting('jit_above_cost')::float8`).Scan(&above))
+	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+		_, err := tx.ExecContext(t.Context(), `SET LOCAL plan_cache_mode = `+mode)
+		require.NoError(t, err)
+		var raw []byte
+		require.NoError(t, tx.QueryRowContext(t.Context(),
+			`EXPLAIN (FORMAT JSON) EXECUTE p('bench', 500, 30, 10, 375, '{mail}', '{100}')`).Scan(&raw))
+		var plan []struct {
+			Plan struct {
+				Cost float64 `json:"Total Cost"`
+			}
+		}
+		require.NoError(t, json.Unmarshal(raw, &plan), mode)
+		require.Less(t, plan[0].Plan.Cost, above, "%s: the claim costs more than jit_above_cost: %s", mode, raw)
+	}
+}

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/tidings-go/tidings/internal/ident"
@@ -44,6 +45,10 @@ const countDead = `SELECT {by}, count(*), min(o.failed_at), max(o.failed_at) FRO
 	WHERE o.failed_at IS NOT NULL AND {deadFilter}
 	GROUP BY 1
 	ORDER BY 2 DESC, 1`
+
+// claimLaneMax is the most records one claim takes of one lane, a bound
+// the planner can see (see the claim).
+const claimLaneMax = 10_000
 
 // queries holds every statement of the relay for one schema, built once.
 type queries struct {
@@ -165,6 +170,13 @@ func newQueries(schema string) queries {
 		// written so the planner cannot answer it from outbox_due, whose
 		// scan would read every pending row: the rows come by primary key.
 		// A lane without room is never read, let alone locked or updated.
+		// A lane's room is a LIMIT the planner cannot know, which it takes
+		// for a tenth of the lane's pending rows: against a backlog of
+		// millions the claim's estimated cost then passed jit_above_cost,
+		// and the server compiled it for most of a second on every run.
+		// The constant claimLaneMax bounds that estimate whatever the
+		// backlog, and caps what one claim takes of one lane.
+		//
 		// The oldest $2 are the first $2 row numbers, not a LIMIT $2, and
 		// the lanes' rooms come through sub-selects: a plan that does not
 		// know $2 or how many lanes have records in flight then costs the
@@ -203,9 +215,11 @@ func newQueries(schema string) queries {
 			cand AS (
 				SELECT id FROM (
 					SELECT c.id, row_number() OVER (ORDER BY c.available_at) AS n FROM room r CROSS JOIN LATERAL (
-						SELECT id, available_at FROM {t}
-						WHERE module = $1 AND lane = r.lane AND {pending} AND available_at <= now()
-						ORDER BY available_at LIMIT r.room) c
+						SELECT * FROM (
+							SELECT id, available_at FROM {t}
+							WHERE module = $1 AND lane = r.lane AND {pending} AND available_at <= now()
+							ORDER BY available_at LIMIT r.room) l
+						LIMIT ` + strconv.Itoa(claimLaneMax) + `) c
 					WHERE r.room > 0) o
 				WHERE n <= $2),
 			due AS (
