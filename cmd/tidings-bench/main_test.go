@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -50,7 +51,6 @@ func TestEveryScenarioRuns(t *testing.T) {
 		"| relay LISTEN (sweep 30 s), commit auto:dropped, 400/s: p99 | ms |",
 		"| drain 300, commit shared, BatchSize 50, Concurrency 200: first to last settle | events/s |",
 		"### Sustained drain",
-		"| backlog 400, commit shared, BatchSize 50, Concurrency 200: relay peak RSS (VmHWM) | MiB |",
 		"| drain 300, commit auto:dropped, BatchSize 50, Concurrency 50, every rule: first to last settle | events/s |",
 		"### Targets",
 		"| default drain, a module whose provider drops a repeated key (auto:dropped/50/50) |",
@@ -60,6 +60,11 @@ func TestEveryScenarioRuns(t *testing.T) {
 		if !strings.Contains(report, want) {
 			t.Errorf("the report lacks %q:\n%s", want, report)
 		}
+	}
+	// The backlog runs the best drain setting of the run, whichever of
+	// the three that was on a machine this busy.
+	if !regexp.MustCompile(`\| backlog 400, commit [a-z:]+, BatchSize 50, Concurrency (50|200): relay peak RSS \(VmHWM\) \| MiB \|`).MatchString(report) {
+		t.Errorf("the report lacks the backlog's peak RSS:\n%s", report)
 	}
 	saved, err := os.ReadFile(filepath.Join(dir, "report.md"))
 	if err != nil || string(saved) != report {
@@ -90,11 +95,13 @@ func TestDriverPqDrains(t *testing.T) {
 	for _, want := range []string{
 		"- -driver=pq",
 		"| drain 300, commit auto:sends, BatchSize 50, Concurrency 50, every rule: first to last settle | events/s |",
-		"| backlog 200, commit shared, BatchSize 50, Concurrency 200: relay peak RSS (VmHWM) | MiB |",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the report lacks %q:\n%s", want, out.String())
 		}
+	}
+	if !regexp.MustCompile(`\| backlog 200, commit [a-z:]+, BatchSize 50, Concurrency (50|200): relay peak RSS \(VmHWM\) \| MiB \|`).MatchString(out.String()) {
+		t.Errorf("the report lacks the backlog child's peak RSS:\n%s", out.String())
 	}
 }
 
