@@ -57,10 +57,12 @@ func newBrowser(t *testing.T) *browser {
 		cancelAlloc()
 	})
 	// The first run starts the browser and binds its life to ctx, which
-	// therefore has no deadline of its own: the wait has one.
+	// therefore has no deadline of its own: the wait has one, longer than
+	// testwait's, since a cold Chromium took more than 30 s to start on
+	// the 2-core machine while other packages' race tests ran beside it.
 	started := make(chan error, 1)
 	go func() { started <- chromedp.Do(ctx) }()
-	require.NoError(t, testwait.Recv(t, started, "Chromium to start"), "start Chromium at %s", path)
+	require.NoError(t, testwait.RecvWithin(t, started, 2*time.Minute, "Chromium to start"), "start Chromium at %s", path)
 	return &browser{ctx: ctx}
 }
 
