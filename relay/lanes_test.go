@@ -22,15 +22,10 @@ func (b testBundle) stageLane(t *testing.T, lane string, n int) {
 	require.NoError(t, err)
 }
 
-// A lane at its limit behind a sink that hangs keeps its rows untouched in
-// the table (no claim locks or updates them, so their row versions stay)
-// while another lane drains through the rest of the slots; once the hang
-// ends, the held lane drains too.
-func TestLaneAtItsLimitIsNotClaimedWhileAnotherDrains(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
-	release := make(chan struct{})
-	sink := newRecorder(func(ctx context.Context, rec relay.Record) relay.Result {
+// slowLane is a sink whose records of lane "slow" hang until release
+// closes (or their hand ends); the others are done at once.
+func slowLane(release <-chan struct{}) *recorder {
+	return newRecorder(func(ctx context.Context, rec relay.Record) relay.Result {
 		if rec.Lane == "slow" {
 			select {
 			case <-release:
@@ -40,6 +35,17 @@ func TestLaneAtItsLimitIsNotClaimedWhileAnotherDrains(t *testing.T) {
 		}
 		return relay.Done()
 	})
+}
+
+// A lane at its limit behind a sink that hangs keeps its rows untouched in
+// the table (no claim locks or updates them, so their row versions stay)
+// while another lane drains through the rest of the slots; once the hang
+// ends, the held lane drains too.
+func TestLaneAtItsLimitIsNotClaimedWhileAnotherDrains(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	release := make(chan struct{})
+	sink := slowLane(release)
 	cfg := b.config(t)
 	cfg.Concurrency, cfg.LaneLimit, cfg.BatchSize = 10, 4, 10
 	cfg.HandTimeout, cfg.Lease = time.Minute, 2*time.Minute
@@ -109,16 +115,7 @@ func TestRecordOfAnotherLaneIsHandedWhenDueWhileALaneIsFull(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	release := make(chan struct{})
-	sink := newRecorder(func(ctx context.Context, rec relay.Record) relay.Result {
-		if rec.Lane == "slow" {
-			select {
-			case <-release:
-			case <-ctx.Done():
-				return relay.Retry(0, ctx.Err())
-			}
-		}
-		return relay.Done()
-	})
+	sink := slowLane(release)
 	cfg := b.config(t) // SweepInterval 1 h
 	cfg.Concurrency, cfg.LaneLimit, cfg.BatchSize = 10, 2, 10
 	cfg.HandTimeout, cfg.Lease = time.Minute, 2*time.Minute

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -85,18 +86,7 @@ type node struct {
 // run, which cost more than running it.
 func TestClaimKeepsOnePlan(t *testing.T) {
 	t.Parallel()
-	schema := pgtest.Schema(t, Migrate)
-	o, err := NewOutbox(&OutboxConfig{Schema: schema})
-	require.NoError(t, err)
-	db := pgtest.AdminDB(t) // the tables' owner: only it may analyze them
-	for _, fill := range []string{
-		`INSERT INTO "` + schema + `".outbox (id, module, kind, payload, headers, lane)
-			SELECT gen_random_uuid(), 'bench', 'k', '{}', '{}', 'mail' FROM generate_series(1, 100000) i`,
-		`VACUUM (ANALYZE) "` + schema + `".outbox`, // as a drain finds it: the indexes' sizes known
-	} {
-		_, err := db.ExecContext(t.Context(), fill)
-		require.NoError(t, err)
-	}
+	o := backlog(t, 100_000)
 	// As a relay claims with one busy lane: its room, and a few records.
 	pgtest.RequireOnePlan(t, o.q.claim, `(text, int, float8, int, int, text[], int[])`, []string{
 		`'bench', 13, 30, 10, 37, '{mail}', '{13}'`,
@@ -108,18 +98,7 @@ func TestClaimKeepsOnePlan(t *testing.T) {
 // vary in size.
 func TestSettleKeepsOnePlan(t *testing.T) {
 	t.Parallel()
-	schema := pgtest.Schema(t, Migrate)
-	o, err := NewOutbox(&OutboxConfig{Schema: schema})
-	require.NoError(t, err)
-	db := pgtest.AdminDB(t) // the tables' owner: only it may analyze them
-	for _, fill := range []string{
-		`INSERT INTO "` + schema + `".outbox (id, module, kind, payload, headers, lane)
-			SELECT gen_random_uuid(), 'bench', 'k', '{}', '{}', 'mail' FROM generate_series(1, 100000) i`,
-		`VACUUM (ANALYZE) "` + schema + `".outbox`,
-	} {
-		_, err := db.ExecContext(t.Context(), fill)
-		require.NoError(t, err)
-	}
+	o := backlog(t, 100_000)
 	one := func(n int) string {
 		a := make([]string, 10)
 		for k, v := range []string{uuid.NewString(), "1", "done", "0", "", "0", "", "0.01", "{}", "false"} {
@@ -140,20 +119,9 @@ func TestSettleKeepsOnePlan(t *testing.T) {
 // planner takes for a tenth of a lane's rows.
 func TestClaimIsNotCompiledAgainstABigBacklog(t *testing.T) {
 	t.Parallel()
-	schema := pgtest.Schema(t, Migrate)
-	o, err := NewOutbox(&OutboxConfig{Schema: schema})
-	require.NoError(t, err)
-	db := pgtest.AdminDB(t) // the tables' owner: only it may analyze them
-	for _, fill := range []string{
-		`INSERT INTO "` + schema + `".outbox (id, module, kind, payload, headers, lane)
-			SELECT gen_random_uuid(), 'bench', 'k', '{}', '{}', 'mail' FROM generate_series(1, 400000) i`,
-		`VACUUM (ANALYZE) "` + schema + `".outbox`,
-	} {
-		_, err := db.ExecContext(t.Context(), fill)
-		require.NoError(t, err)
-	}
+	o := backlog(t, 400_000)
 	tx := pgtest.Tx(t)
-	_, err = tx.ExecContext(t.Context(), `PREPARE p(text, int, float8, int, int, text[], int[]) AS `+o.q.claim)
+	_, err := tx.ExecContext(t.Context(), `PREPARE p(text, int, float8, int, int, text[], int[]) AS `+o.q.claim)
 	require.NoError(t, err)
 	var above float64
 	require.NoError(t, tx.QueryRowContext(t.Context(), `SELECT current_setting('jit_above_cost')::float8`).Scan(&above))
@@ -171,4 +139,24 @@ func TestClaimIsNotCompiledAgainstABigBacklog(t *testing.T) {
 		require.NoError(t, json.Unmarshal(raw, &plan), mode)
 		require.Less(t, plan[0].Plan.Cost, above, "%s: the claim costs more than jit_above_cost: %s", mode, raw)
 	}
+}
+
+// backlog returns the outbox of a schema of its own holding n pending
+// records of one lane, vacuumed and analyzed as a drain finds it (the
+// indexes' sizes known), by the tables' owner: only it may analyze them.
+func backlog(t *testing.T, n int) *Outbox {
+	t.Helper()
+	schema := pgtest.Schema(t, Migrate)
+	o, err := NewOutbox(&OutboxConfig{Schema: schema})
+	require.NoError(t, err)
+	db := pgtest.AdminDB(t)
+	for _, fill := range []string{
+		`INSERT INTO "` + schema + `".outbox (id, module, kind, payload, headers, lane)
+			SELECT gen_random_uuid(), 'bench', 'k', '{}', '{}', 'mail' FROM generate_series(1, ` + strconv.Itoa(n) + `) i`,
+		`VACUUM (ANALYZE) "` + schema + `".outbox`,
+	} {
+		_, err := db.ExecContext(t.Context(), fill)
+		require.NoError(t, err)
+	}
+	return o
 }
