@@ -47,7 +47,8 @@ type Config struct {
 	// the SweepInterval alone: set a short one then.
 	Listener Listener
 
-	// BatchSize is the most records one claim takes. Default 50.
+	// BatchSize is the most records one claim takes; of one lane it
+	// takes at most 1,000, whatever BatchSize. Default 50.
 	BatchSize int
 
 	// Concurrency is the most records handed at once; the relay claims only

@@ -47,8 +47,11 @@ const countDead = `SELECT {by}, count(*), min(o.failed_at), max(o.failed_at) FRO
 	ORDER BY 2 DESC, 1`
 
 // claimLaneMax is the most records one claim takes of one lane, a bound
-// the planner can see (see the claim).
-const claimLaneMax = 10_000
+// the planner can see (see the claim). The planner reckons with about
+// ten lanes, and with a random page read for each record of a large
+// table: 1,000 keeps the claim's estimate under half of the default
+// jit_above_cost (100,000) in the worst case, where 10,000 passed it.
+const claimLaneMax = 1_000
 
 // queries holds every statement of the relay for one schema, built once.
 type queries struct {
@@ -175,7 +178,8 @@ func newQueries(schema string) queries {
 		// millions the claim's estimated cost then passed jit_above_cost,
 		// and the server compiled it for most of a second on every run.
 		// The constant claimLaneMax bounds that estimate whatever the
-		// backlog, and caps what one claim takes of one lane.
+		// backlog and the table's size, and caps what one claim takes of
+		// one lane.
 		//
 		// The oldest $2 are the first $2 row numbers, not a LIMIT $2, and
 		// the lanes' rooms come through sub-selects: a plan that does not
