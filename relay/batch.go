@@ -86,11 +86,15 @@ func (b *Batch) Answer(i int, res Result) {
 		b.mu.Unlock()
 		return
 	}
+	wasOpen := a.state == unanswered
 	a.state, a.res = answered, b.final(i, res)
 	res = a.res
 	b.mu.Unlock()
 	if b.s != nil {
 		b.s.answered(b.recs[i], res, time.Since(b.at), true)
+		if wasOpen {
+			b.s.release(b.recs[i])
+		}
 	}
 }
 
@@ -98,17 +102,24 @@ func (b *Batch) Answer(i int, res Result) {
 // transaction, fenced by their hands as every settle is: they take effect
 // if and only if tx commits. Call Committed once tx committed; if it did
 // not, Answer those records again (Unsure, typically). The error is the
-// statement's: tx is then in error and must be rolled back.
+// statement's: tx is then in error and must be rolled back. The records
+// leave their slots of Concurrency and LaneLimit here, not at the commit:
+// their work is done, and the relay claims the next records while tx
+// commits.
 func (b *Batch) SettleIn(ctx context.Context, tx dbtx.Execer, idx []int, results []Result) error {
 	if len(idx) != len(results) {
 		return fmt.Errorf("relay: settle in a transaction: %d records but %d results", len(idx), len(results))
 	}
 	st := make([]settlement, 0, len(idx))
+	var freed []Record
 	b.mu.Lock()
 	for k, i := range idx {
 		a := &b.answers[i]
 		if a.state == answered {
 			continue
+		}
+		if a.state == unanswered {
+			freed = append(freed, b.recs[i])
 		}
 		a.state, a.res = written, b.final(i, results[k])
 		st = append(st, settlementOf(b.recs[i], a.res))
@@ -117,6 +128,9 @@ func (b *Batch) SettleIn(ctx context.Context, tx dbtx.Execer, idx []int, results
 	if b.s == nil || len(st) == 0 {
 		return nil
 	}
+	// The sink's work on these records is done but for its commit: their
+	// slots are free, so the next claim runs while this one commits.
+	b.s.release(freed...)
 	if _, err := tx.ExecContext(ctx, b.s.ob.q.settle, settleArgs(st)...); err != nil {
 		return fmt.Errorf("relay: settle in a transaction: %w", err)
 	}

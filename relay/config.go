@@ -52,8 +52,10 @@ type Config struct {
 	BatchSize int
 
 	// Concurrency is the most records handed at once; the relay claims only
-	// as many as it can start, so no claimed record waits unstarted.
-	// Default 50. The pool of the *sql.DB must allow at least this many
+	// as many as it can start, so no claimed record waits unstarted. A
+	// record that a BatchSink settles in its own transaction
+	// (Batch.SettleIn) leaves its slot there, while that transaction
+	// commits. Default 50. The pool of the *sql.DB must allow at least this many
 	// connections if the sink holds one for each record, and keep as many
 	// idle (SetMaxIdleConns; database/sql keeps 2 by default): otherwise
 	// it opens and closes a PostgreSQL session for almost every record.

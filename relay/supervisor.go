@@ -103,7 +103,7 @@ type supervisor struct {
 	listenedOnce atomic.Bool // it has been, so the next Listening is a reconnect
 
 	mu       sync.Mutex
-	inFlight int            // records claimed and not yet answered
+	inFlight int            // records claimed and not yet answered (or written by the sink)
 	lanes    map[string]int // of them, by lane
 }
 
@@ -303,14 +303,23 @@ func (s *supervisor) take(recs []Record) {
 	}
 }
 
-// release counts rec out of flight, and wakes the claim loop when that
-// gives room where there was none.
-func (s *supervisor) release(rec Record) {
+// release counts recs out of flight, and wakes the claim loop when that
+// gives room where there was none. A batch's records are released
+// together: released one by one, the first would wake the claim loop
+// into a claim of one record, and the lane's next batch would come in
+// pieces.
+func (s *supervisor) release(recs ...Record) {
+	if len(recs) == 0 {
+		return
+	}
 	s.mu.Lock()
-	wasFull := s.inFlight == s.cfg.Concurrency || s.lanes[rec.Lane] == s.cfg.LaneLimit
-	s.inFlight--
-	if s.lanes[rec.Lane]--; s.lanes[rec.Lane] == 0 {
-		delete(s.lanes, rec.Lane)
+	wasFull := s.inFlight == s.cfg.Concurrency
+	s.inFlight -= len(recs)
+	for _, rec := range recs {
+		wasFull = wasFull || s.lanes[rec.Lane] == s.cfg.LaneLimit
+		if s.lanes[rec.Lane]--; s.lanes[rec.Lane] == 0 {
+			delete(s.lanes, rec.Lane)
+		}
 	}
 	s.mu.Unlock()
 	if wasFull {
@@ -441,6 +450,7 @@ func (s *supervisor) hand(work context.Context, rec Record) {
 		span.SetStatus(codes.Error, res.text)
 	}
 	s.answered(rec, res, time.Since(start), true)
+	s.release(rec)
 }
 
 // call runs the record sink, turning a panic into a retry after the lease,
@@ -488,9 +498,9 @@ func (s *supervisor) final(rec Record, res Result) Result {
 	return res
 }
 
-// answered records rec's final result: it counts and logs it, queues it to
-// be settled unless the sink's transaction already did, and frees rec's
-// slot.
+// answered records rec's final result: it counts and logs it, and queues
+// it to be settled unless the sink's transaction already did. The caller
+// frees rec's slot.
 func (s *supervisor) answered(rec Record, res Result, took time.Duration, settle bool) {
 	ctx := context.Background()
 	s.tel.finished(ctx, rec.Lane, res.outcome, took)
@@ -510,7 +520,6 @@ func (s *supervisor) answered(rec Record, res Result, took time.Duration, settle
 		// due time now (the settle loop wakes it for what it writes).
 		s.poke(s.wake)
 	}
-	s.release(rec)
 }
 
 // drain waits for in-flight hands for the grace period, then cancels them
