@@ -173,6 +173,10 @@ func newQueries(schema string) queries {
 		// written so the planner cannot answer it from outbox_due, whose
 		// scan would read every pending row: the rows come by primary key.
 		// A lane without room is never read, let alone locked or updated.
+		// A lane's rows are read from its oldest on ({lanes} found it),
+		// not from the start of the lane in outbox_due: the entries of the
+		// rows settled since the last vacuum lie there, and one walk over
+		// them per claim is enough.
 		// A lane's room is a LIMIT the planner cannot know, which it takes
 		// for a tenth of the lane's pending rows: against a backlog of
 		// millions the claim's estimated cost then passed jit_above_cost,
@@ -213,7 +217,7 @@ func newQueries(schema string) queries {
 		claim: r.Replace(`WITH RECURSIVE nosync AS (SELECT set_config('synchronous_commit', 'off', true)),
 			{lanes},
 			room AS (
-				SELECT l.lane, least($2, coalesce(b.room, $5)) AS room
+				SELECT l.lane, l.available_at AS oldest, least($2, coalesce(b.room, $5)) AS room
 				FROM lanes l LEFT JOIN unnest((SELECT $6::text[]), (SELECT $7::int[])) AS b(lane, room) ON b.lane = l.lane
 				WHERE l.available_at <= now()),
 			cand AS (
@@ -221,7 +225,7 @@ func newQueries(schema string) queries {
 					SELECT c.id, row_number() OVER (ORDER BY c.available_at) AS n FROM room r CROSS JOIN LATERAL (
 						SELECT * FROM (
 							SELECT id, available_at FROM {t}
-							WHERE module = $1 AND lane = r.lane AND {pending} AND available_at <= now()
+							WHERE module = $1 AND lane = r.lane AND {pending} AND available_at >= r.oldest AND available_at <= now()
 							ORDER BY available_at LIMIT r.room) l
 						LIMIT ` + strconv.Itoa(claimLaneMax) + `) c
 					WHERE r.room > 0) o
