@@ -21,8 +21,8 @@
 //     waiting for the WAL flush: a server crash can only hand the last
 //     claims again). It takes at most BatchSize rows, no more than the
 //     free slots of Concurrency, and no more of a lane (Message.Lane) than
-//     its room of LaneLimit: a busy lane's rows wait untouched in the
-//     table. Concurrent relays, in one process or on many machines, take
+//     its room of LaneLimit, nor than 1,000: a busy lane's rows wait
+//     untouched in the table. Concurrent relays, in one process or on many machines, take
 //     different rows; a relay that dies lets its leases run out and
 //     another takes the rows.
 //  4. Hand. A BatchSink gets the claimed batch whole; any other Sink gets
@@ -32,7 +32,9 @@
 //  5. Settle. The sink's Result is recorded on the row, fenced by the hand
 //     it belongs to: in a statement of the relay's, batched, or, for a
 //     BatchSink, inside the sink's own transaction, so it commits with the
-//     sink's work (Batch.SettleIn). The row becomes processed (Done),
+//     sink's work (Batch.SettleIn; the records' slots come free there,
+//     together, and the next batch is claimed while that transaction
+//     commits). The row becomes processed (Done),
 //     pending again after a delay (Retry; the attempt is counted on the
 //     row, so it survives restarts; Unsure and Later count neither an
 //     attempt nor the hand, and MaxUnsure bounds Unsure), or dead (Dead).
