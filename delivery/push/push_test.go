@@ -1,11 +1,10 @@
 package push_test
 
 import (
-	"context"
+	"cmp"
 	"errors"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -15,7 +14,23 @@ import (
 
 	"github.com/tidings-go/tidings/delivery"
 	"github.com/tidings-go/tidings/delivery/push"
+	"github.com/tidings-go/tidings/internal/fakeapi"
 )
+
+func TestTransportFaults(t *testing.T) {
+	t.Parallel()
+	fakeapi.TransportFaults(t, fakeapi.Module[expoRequest]{
+		Name: "push", Provider: "expo",
+		New: func(t *testing.T, o fakeapi.Options) (delivery.Delivery, *fakeapi.Server[expoRequest]) {
+			b := setup(t, func(cfg *push.Config) {
+				cfg.Timeout, cfg.HTTPClient = o.Timeout, o.Client
+				cfg.BaseURL = cmp.Or(o.BaseURL, cfg.BaseURL)
+			})
+			return b.pusher, b.expo.Server
+		},
+		Pending: func() delivery.Pending { return newPending("comment", commentData()) },
+	})
+}
 
 func TestDeliver(t *testing.T) {
 	t.Parallel()
@@ -385,65 +400,6 @@ func TestDeliver(t *testing.T) {
 		outcome := b.pusher.Deliver(t.Context(), newPending("comment", commentData()))
 		require.Equal(t, delivery.KindRetry, outcome.Kind(), "%v", outcome)
 		require.InDelta(t, time.Hour.Seconds(), outcome.After().Seconds(), 5)
-	})
-
-	t.Run("CancelledContext", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
-		ctx, cancel := context.WithCancel(t.Context())
-		cancel()
-
-		outcome := b.pusher.Deliver(ctx, newPending("comment", commentData()))
-		require.Equal(t, delivery.KindRetry, outcome.Kind(), "%v", outcome)
-		require.ErrorIs(t, outcome.Reason(), context.Canceled)
-		require.Equal(t, "push: provider call cancelled", outcome.Reason().Error())
-		require.Empty(t, b.expo.Requests())
-	})
-
-	t.Run("StalledExpoAndDeadline", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
-		b.expo.Stall()
-		ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
-		defer cancel()
-
-		start := time.Now()
-		outcome := b.pusher.Deliver(ctx, newPending("comment", commentData()))
-		require.Less(t, time.Since(start), 5*time.Second)
-		require.Equal(t, delivery.KindRetry, outcome.Kind(), "%v", outcome)
-		require.ErrorIs(t, outcome.Reason(), context.DeadlineExceeded)
-		require.Equal(t, "push: provider call timed out after the delivery's deadline", outcome.Reason().Error())
-		require.Len(t, b.expo.Requests(), 1)
-	})
-
-	t.Run("StalledExpoAndTimeout", func(t *testing.T) {
-		t.Parallel()
-		// A client of our own, without a Timeout: Config.Timeout still
-		// bounds the call.
-		b := setup(t, func(cfg *push.Config) {
-			cfg.Timeout = 200 * time.Millisecond
-			cfg.HTTPClient = &http.Client{Transport: &http.Transport{}}
-			t.Cleanup(cfg.HTTPClient.CloseIdleConnections)
-		})
-		b.expo.Stall()
-
-		start := time.Now()
-		outcome := b.pusher.Deliver(t.Context(), newPending("comment", commentData()))
-		require.Less(t, time.Since(start), 5*time.Second)
-		require.Equal(t, delivery.KindRetry, outcome.Kind(), "%v", outcome)
-		require.ErrorIs(t, outcome.Reason(), context.DeadlineExceeded)
-		require.Equal(t, "push: expo took longer than Config.Timeout (200ms)", outcome.Reason().Error())
-	})
-
-	t.Run("Unreachable", func(t *testing.T) {
-		t.Parallel()
-		srv := httptest.NewServer(http.NotFoundHandler())
-		srv.Close() // nothing listens there any more
-		b := setup(t, func(cfg *push.Config) { cfg.BaseURL = srv.URL })
-
-		outcome := b.pusher.Deliver(t.Context(), newPending("comment", commentData()))
-		require.Equal(t, delivery.KindRetry, outcome.Kind(), "%v", outcome)
-		require.Equal(t, "push: provider unreachable: dial: connection refused", outcome.Reason().Error())
 	})
 
 	t.Run("Concurrent", func(t *testing.T) {

@@ -1,12 +1,11 @@
 package sms_test
 
 import (
-	"context"
+	"cmp"
 	"encoding/base64"
 	"errors"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -16,7 +15,23 @@ import (
 
 	"github.com/tidings-go/tidings/delivery"
 	"github.com/tidings-go/tidings/delivery/sms"
+	"github.com/tidings-go/tidings/internal/fakeapi"
 )
+
+func TestTransportFaults(t *testing.T) {
+	t.Parallel()
+	fakeapi.TransportFaults(t, fakeapi.Module[twilioRequest]{
+		Name: "sms", Provider: "twilio",
+		New: func(t *testing.T, o fakeapi.Options) (delivery.Delivery, *fakeapi.Server[twilioRequest]) {
+			b := setup(t, func(cfg *sms.Config) {
+				cfg.Timeout, cfg.HTTPClient = o.Timeout, o.Client
+				cfg.BaseURL = cmp.Or(o.BaseURL, cfg.BaseURL)
+			})
+			return b.sender, b.twilio.Server
+		},
+		Pending: func() delivery.Pending { return newPending("otp", otpData()) },
+	})
+}
 
 func TestDeliver(t *testing.T) {
 	t.Parallel()
@@ -328,66 +343,6 @@ func TestDeliver(t *testing.T) {
 		outcome := b.sender.Deliver(t.Context(), newPending("otp", otpData()))
 		require.Equal(t, delivery.KindRetry, outcome.Kind(), "%v", outcome)
 		require.Equal(t, 7*time.Second, outcome.After())
-	})
-
-	t.Run("CancelledContext", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
-		ctx, cancel := context.WithCancel(t.Context())
-		cancel()
-
-		outcome := b.sender.Deliver(ctx, newPending("otp", otpData()))
-		require.Equal(t, delivery.KindRetry, outcome.Kind(), "%v", outcome)
-		require.ErrorIs(t, outcome.Reason(), context.Canceled)
-		require.Equal(t, "sms: provider call cancelled", outcome.Reason().Error())
-		require.Empty(t, b.twilio.Requests())
-	})
-
-	t.Run("StalledTwilioAndDeadline", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
-		b.twilio.Stall()
-		ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
-		defer cancel()
-
-		start := time.Now()
-		outcome := b.sender.Deliver(ctx, newPending("otp", otpData()))
-		require.Less(t, time.Since(start), 5*time.Second)
-		require.Equal(t, delivery.KindRetry, outcome.Kind(), "%v", outcome)
-		require.ErrorIs(t, outcome.Reason(), context.DeadlineExceeded)
-		require.Equal(t, "sms: provider call timed out after the delivery's deadline", outcome.Reason().Error())
-		require.Len(t, b.twilio.Requests(), 1)
-	})
-
-	t.Run("StalledTwilioAndTimeout", func(t *testing.T) {
-		t.Parallel()
-		// A client of our own, without a Timeout: Config.Timeout still
-		// bounds the call.
-		b := setup(t, func(cfg *sms.Config) {
-			cfg.Timeout = 200 * time.Millisecond
-			cfg.HTTPClient = &http.Client{Transport: &http.Transport{}}
-			t.Cleanup(cfg.HTTPClient.CloseIdleConnections)
-		})
-		b.twilio.Stall()
-
-		start := time.Now()
-		outcome := b.sender.Deliver(t.Context(), newPending("otp", otpData()))
-		require.Less(t, time.Since(start), 5*time.Second)
-		require.Equal(t, delivery.KindRetry, outcome.Kind(), "%v", outcome)
-		require.ErrorIs(t, outcome.Reason(), context.DeadlineExceeded)
-		require.Equal(t, "sms: twilio took longer than Config.Timeout (200ms)", outcome.Reason().Error())
-	})
-
-	t.Run("Unreachable", func(t *testing.T) {
-		t.Parallel()
-		srv := httptest.NewServer(http.NotFoundHandler())
-		srv.Close() // nothing listens there any more
-		b := setup(t, func(cfg *sms.Config) { cfg.BaseURL = srv.URL })
-
-		outcome := b.sender.Deliver(t.Context(), newPending("otp", otpData()))
-		require.Equal(t, delivery.KindRetry, outcome.Kind(), "%v", outcome)
-		require.Equal(t, "sms: provider unreachable: dial: connection refused", outcome.Reason().Error())
-		require.NotContains(t, outcome.Reason().Error(), strings.TrimPrefix(srv.URL, "http://"))
 	})
 
 	t.Run("Concurrent", func(t *testing.T) {
