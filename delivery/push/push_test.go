@@ -13,15 +13,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tidings-go/tidings/delivery"
+	"github.com/tidings-go/tidings/delivery/internal/transporttest"
 	"github.com/tidings-go/tidings/delivery/push"
 	"github.com/tidings-go/tidings/internal/fakeapi"
 )
 
 func TestTransportFaults(t *testing.T) {
 	t.Parallel()
-	fakeapi.TransportFaults(t, fakeapi.Module[expoRequest]{
+	transporttest.Run(t, transporttest.Module[expoRequest]{
 		Name: "push", Provider: "expo",
-		New: func(t *testing.T, o fakeapi.Options) (delivery.Delivery, *fakeapi.Server[expoRequest]) {
+		New: func(t *testing.T, o transporttest.Options) (delivery.Delivery, *fakeapi.Server[expoRequest]) {
 			b := setup(t, func(cfg *push.Config) {
 				cfg.Timeout, cfg.HTTPClient = o.Timeout, o.Client
 				cfg.BaseURL = cmp.Or(o.BaseURL, cfg.BaseURL)

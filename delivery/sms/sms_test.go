@@ -14,15 +14,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tidings-go/tidings/delivery"
+	"github.com/tidings-go/tidings/delivery/internal/transporttest"
 	"github.com/tidings-go/tidings/delivery/sms"
 	"github.com/tidings-go/tidings/internal/fakeapi"
 )
 
 func TestTransportFaults(t *testing.T) {
 	t.Parallel()
-	fakeapi.TransportFaults(t, fakeapi.Module[twilioRequest]{
+	transporttest.Run(t, transporttest.Module[twilioRequest]{
 		Name: "sms", Provider: "twilio",
-		New: func(t *testing.T, o fakeapi.Options) (delivery.Delivery, *fakeapi.Server[twilioRequest]) {
+		New: func(t *testing.T, o transporttest.Options) (delivery.Delivery, *fakeapi.Server[twilioRequest]) {
 			b := setup(t, func(cfg *sms.Config) {
 				cfg.Timeout, cfg.HTTPClient = o.Timeout, o.Client
 				cfg.BaseURL = cmp.Or(o.BaseURL, cfg.BaseURL)

@@ -1,4 +1,7 @@
-package fakeapi
+// Package transporttest checks how a delivery module that calls a
+// provider's HTTP API answers the transport's failures, against a fake
+// provider of package fakeapi.
+package transporttest
 
 import (
 	"context"
@@ -11,35 +14,35 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tidings-go/tidings/delivery"
+	"github.com/tidings-go/tidings/internal/fakeapi"
 )
 
-// Module is a delivery module that calls a provider's HTTP API, for
-// TransportFaults.
+// Module is a delivery module that calls a provider's HTTP API.
 type Module[R any] struct {
 	// Name prefixes the module's reasons ("sms"), and Provider names the
 	// provider in them ("twilio").
 	Name, Provider string
 	// New returns the module's delivery, configured with opts, and the
 	// fake provider it calls.
-	New func(t *testing.T, opts Options) (delivery.Delivery, *Server[R])
+	New func(t *testing.T, opts Options) (delivery.Delivery, *fakeapi.Server[R])
 	// Pending returns a valid request with a fresh id.
 	Pending func() delivery.Pending
 }
 
-// Options are the settings of a module's Config that TransportFaults
-// sets; a zero field leaves the module's own.
+// Options are the settings of a module's Config that Run sets; a zero
+// field leaves the module's own.
 type Options struct {
 	Timeout time.Duration // Config.Timeout
 	Client  *http.Client  // Config.HTTPClient
 	BaseURL string        // Config.BaseURL
 }
 
-// TransportFaults checks what a module answers when the call fails
-// before the provider answers: the context was cancelled, the provider
-// stalled past the delivery's deadline or the module's Config.Timeout, or
-// nothing listens at its address. Each is a retry whose reason says so,
-// names the module, and leaves the provider's address out.
-func TransportFaults[R any](t *testing.T, m Module[R]) {
+// Run checks what a module answers when the call fails before the
+// provider answers: the context was cancelled, the provider stalled past
+// the delivery's deadline or the module's Config.Timeout, or nothing
+// listens at its address. Each is a retry whose reason says so, names the
+// module, and leaves the provider's address out.
+func Run[R any](t *testing.T, m Module[R]) {
 	requireRetry := func(t *testing.T, outcome delivery.Outcome, cause error, reason string) {
 		t.Helper()
 		require.Equal(t, delivery.KindRetry, outcome.Kind(), "%v", outcome)
