@@ -3,7 +3,6 @@ package notification
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -59,32 +58,15 @@ func TestRulesReadKeepsOnePlanThatProbesPrimaryKeys(t *testing.T) {
 		_, err := tx.ExecContext(t.Context(), stmt)
 		require.NoError(t, err)
 	}
-	var raw []byte
-	require.NoError(t, tx.QueryRowContext(t.Context(), `EXPLAIN (FORMAT JSON) EXECUTE rules(
-		'{subject-1,subject-2,subject-3}', '{mail,mail}', '{user1@example.com,user2@example.com}')`).Scan(&raw))
-	var plan []struct{ Plan planNode }
-	require.NoError(t, json.Unmarshal(raw, &plan))
+	plan, raw := pgtest.Explain(t, tx, `EXECUTE rules(
+		'{subject-1,subject-2,subject-3}', '{mail,mail}', '{user1@example.com,user2@example.com}')`)
 	probed := map[string]bool{}
-	var walk func(n planNode)
-	walk = func(n planNode) {
+	plan.Walk(func(n pgtest.Plan) {
 		require.NotEqual(t, "Seq Scan", n.Type, "the rules read scans all of %s: %s", n.Relation, raw)
 		if n.Index != "" {
 			require.NotEmpty(t, n.Cond, "the rules read reads all of %s: %s", n.Index, raw)
 			probed[n.Index] = true
 		}
-		for _, child := range n.Plans {
-			walk(child)
-		}
-	}
-	walk(plan[0].Plan)
+	})
 	require.Equal(t, map[string]bool{"preference_pkey": true, "quiet_hours_pkey": true, "suppression_pkey": true}, probed, "%s", raw)
-}
-
-// planNode is a node of EXPLAIN's JSON plan.
-type planNode struct {
-	Type     string     `json:"Node Type"`
-	Relation string     `json:"Relation Name"`
-	Index    string     `json:"Index Name"`
-	Cond     string     `json:"Index Cond"`
-	Plans    []planNode `json:"Plans"`
 }

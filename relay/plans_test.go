@@ -1,7 +1,6 @@
 package relay
 
 import (
-	"encoding/json"
 	"strconv"
 	"strings"
 	"testing"
@@ -45,53 +44,21 @@ func TestOperatorQueriesReadOnlyTheirIndexes(t *testing.T) {
 			[]string{"outbox_correlation", "outbox_pkey"}, true, true},
 		"FindByResult": {o.q.byResult, []any{"ref-a", "sent", "mail", FindLimitDefault}, []string{"outbox_result"}, true, true},
 	} {
-		var raw []byte
-		require.NoError(t, tx.QueryRowContext(t.Context(), `EXPLAIN (FORMAT JSON) `+c.query, c.args...).Scan(&raw), name)
-		var plan []struct{ Plan node }
-		require.NoError(t, json.Unmarshal(raw, &plan), name)
+		plan, raw := pgtest.Explain(t, tx, c.query, c.args...)
 		used := map[string]bool{}
-		var walk func(n node)
-		walk = func(n node) {
+		plan.Walk(func(n pgtest.Plan) {
 			require.False(t, n.Type == "Seq Scan" && n.Relation == "outbox", "%s reads the whole outbox: %s", name, raw)
 			if n.Index != "" { // every index these statements may use is the outbox's
 				require.Contains(t, c.indexes, n.Index, "%s reads the outbox through %s: %s", name, n.Index, raw)
 				require.False(t, c.ranged && n.Cond == "", "%s reads all of %s: %s", name, n.Index, raw)
 				used[n.Index] = true
 			}
-			for _, child := range n.Plans {
-				walk(child)
-			}
-		}
-		walk(plan[0].Plan)
+		})
 		require.NotEmpty(t, used, "%s uses none of %v: %s", name, c.indexes, raw)
 		for _, index := range c.indexes {
 			require.True(t, !c.every || used[index], "%s does not read %s: %s", name, index, raw)
 		}
 	}
-}
-
-// node is a node of EXPLAIN's JSON plan.
-type node struct {
-	Type     string  `json:"Node Type"`
-	Relation string  `json:"Relation Name"`
-	Index    string  `json:"Index Name"`
-	Cond     string  `json:"Index Cond"`
-	Rows     float64 `json:"Plan Rows"`
-	Cost     float64 `json:"Total Cost"`
-	Plans    []node  `json:"Plans"`
-}
-
-// find returns the first node of type typ in n's tree, or nil.
-func (n *node) find(typ string) *node {
-	if n.Type == typ {
-		return n
-	}
-	for i := range n.Plans {
-		if f := n.Plans[i].find(typ); f != nil {
-			return f
-		}
-	}
-	return nil
 }
 
 // TestClaimKeepsOnePlan checks that the server keeps one plan for a
@@ -154,16 +121,12 @@ func TestClaimIsNotCompiledAgainstABigBacklog(t *testing.T) {
 	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
 		_, err := tx.ExecContext(t.Context(), `SET LOCAL plan_cache_mode = `+mode)
 		require.NoError(t, err)
-		var raw []byte
-		require.NoError(t, tx.QueryRowContext(t.Context(),
-			`EXPLAIN (FORMAT JSON) EXECUTE p('bench', 500, 30, 10, 375, '{mail}', '{100}')`).Scan(&raw))
-		var plan []struct{ Plan node }
-		require.NoError(t, json.Unmarshal(raw, &plan), mode)
-		sort := plan[0].Plan.find("Sort")
+		plan, raw := pgtest.Explain(t, tx, `EXECUTE p('bench', 500, 30, 10, 375, '{mail}', '{100}')`)
+		sort := plan.Find("Sort")
 		require.NotNil(t, sort, "%s: the claim's plan has no sort of the lanes' rows: %s", mode, raw)
-		worst := plan[0].Plan.Cost + sort.Rows*perRow
+		worst := plan.Cost + sort.Rows*perRow
 		require.Less(t, worst, above, "%s: the claim costs %.0f, and %.0f if each of the %.0f rows it expects of the lanes "+
-			"cost a random page read, more than jit_above_cost: %s", mode, plan[0].Plan.Cost, worst, sort.Rows, raw)
+			"cost a random page read, more than jit_above_cost: %s", mode, plan.Cost, worst, sort.Rows, raw)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -406,4 +407,51 @@ func RequireOnePlan(tb testing.TB, query, types string, args []string) {
 	if custom > 5 {
 		tb.Fatalf("the server planned the statement %d times for 10 runs (%d generic plans): a plan that knows the parameters costs less than one that does not", custom, generic)
 	}
+}
+
+// Plan is a node of a statement's plan as EXPLAIN (FORMAT JSON) gives it,
+// with the estimates tests read, and the nodes below it.
+type Plan struct {
+	Type     string  `json:"Node Type"`
+	Relation string  `json:"Relation Name"`
+	Index    string  `json:"Index Name"`
+	Cond     string  `json:"Index Cond"`
+	Rows     float64 `json:"Plan Rows"`
+	Cost     float64 `json:"Total Cost"`
+	Plans    []Plan  `json:"Plans"`
+}
+
+// Explain plans stmt with args in tx (EXPLAIN (FORMAT JSON), so nothing
+// runs) and returns the plan, and its JSON for failure messages.
+func Explain(tb testing.TB, tx *sql.Tx, stmt string, args ...any) (Plan, []byte) {
+	tb.Helper()
+	var raw []byte
+	if err := tx.QueryRowContext(tb.Context(), `EXPLAIN (FORMAT JSON) `+stmt, args...).Scan(&raw); err != nil {
+		tb.Fatalf("pgtest: explain: %v", err)
+	}
+	var plan []struct{ Plan Plan }
+	if err := json.Unmarshal(raw, &plan); err != nil || len(plan) != 1 {
+		tb.Fatalf("pgtest: read the plan (%v): %s", err, raw)
+	}
+	return plan[0].Plan, raw
+}
+
+// Walk calls f for n and for every node below it, parents first.
+func (n Plan) Walk(f func(Plan)) {
+	f(n)
+	for _, child := range n.Plans {
+		child.Walk(f)
+	}
+}
+
+// Find returns the first node of type typ in n's tree, in Walk's order,
+// or nil.
+func (n Plan) Find(typ string) *Plan {
+	var found *Plan
+	n.Walk(func(p Plan) {
+		if found == nil && p.Type == typ {
+			found = &p
+		}
+	})
+	return found
 }
