@@ -55,10 +55,11 @@ type Config struct {
 	// as many as it can start, so no claimed record waits unstarted. A
 	// record that a BatchSink settles in its own transaction
 	// (Batch.SettleIn) leaves its slot there, while that transaction
-	// commits. Default 50. The pool of the *sql.DB must allow at least this many
-	// connections if the sink holds one for each record, and keep as many
-	// idle (SetMaxIdleConns; database/sql keeps 2 by default): otherwise
-	// it opens and closes a PostgreSQL session for almost every record.
+	// commits. Default 50. The pool of the *sql.DB must allow at least
+	// this many connections if the sink holds one for each record, and
+	// keep as many idle (SetMaxIdleConns; database/sql keeps 2 by
+	// default): otherwise it opens and closes a PostgreSQL session for
+	// almost every record.
 	Concurrency int
 
 	// LaneLimit is the most records of one lane (Message.Lane; for
