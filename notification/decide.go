@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -170,13 +169,23 @@ func (d *Dispatcher) readRules(ctx context.Context, bind *binding, subjects []st
 	return r, nil
 }
 
-// quietOf reads a subject's quiet hours, with their zone loaded once per
-// dispatcher; false for hours it cannot use, which it logs.
+// windowsKept bounds the distinct sets of quiet windows a dispatcher keeps
+// decoded: subjects mostly share a few, and a set past the bound is
+// decoded at each read.
+const windowsKept = 1024
+
+// quietOf reads a subject's quiet hours, with their windows decoded and
+// their zone loaded once per dispatcher; false for hours it cannot use,
+// which it logs.
 func (d *Dispatcher) quietOf(ctx context.Context, zone string, windows []byte) (quietOf, bool) {
 	q := quietOf{QuietHours: QuietHours{TimeZone: zone}}
-	if err := json.Unmarshal(windows, &q.Windows); err != nil {
+	if w, ok := d.windows.Load(string(windows)); ok {
+		q.Windows = w.([]QuietWindow)
+	} else if err := json.Unmarshal(windows, &q.Windows); err != nil {
 		d.log.WarnContext(ctx, "ignoring undecodable quiet hours", "err", err)
 		return q, false
+	} else if d.nWindows.Add(1) <= windowsKept {
+		d.windows.Store(string(windows), q.Windows)
 	}
 	if loc, ok := d.zones.Load(zone); ok {
 		q.loc = loc.(*time.Location)
@@ -201,11 +210,14 @@ func (d *Dispatcher) decide(ctx context.Context, bind *binding, b *relay.Batch, 
 	jobs = d.resolve(ctx, b, jobs)
 	var subjects []string
 	var dests []destination
+	seenSubject, seenDest := map[string]bool{}, map[destination]bool{}
 	for _, j := range jobs {
-		if j.req.Subject != "" && !slices.Contains(subjects, j.req.Subject) {
-			subjects = append(subjects, j.req.Subject)
+		if s := j.req.Subject; s != "" && !seenSubject[s] {
+			seenSubject[s] = true
+			subjects = append(subjects, s)
 		}
-		if dst := destinationOf(j); !slices.Contains(dests, dst) {
+		if dst := destinationOf(j); !seenDest[dst] {
+			seenDest[dst] = true
 			dests = append(dests, dst)
 		}
 	}
@@ -258,8 +270,11 @@ func (f ResolverFunc) Resolve(ctx context.Context, recipients []string) (map[str
 // others.
 func (d *Dispatcher) resolve(ctx context.Context, b *relay.Batch, jobs []job) []job {
 	byChannel := map[string][]string{}
+	seen := map[[2]string]bool{} // channel, recipient
 	for _, j := range jobs {
-		if _, ok := d.cfg.Resolvers[j.p.Channel]; ok && !slices.Contains(byChannel[j.p.Channel], j.p.Recipient) {
+		to := [2]string{j.p.Channel, j.p.Recipient}
+		if _, ok := d.cfg.Resolvers[j.p.Channel]; ok && !seen[to] {
+			seen[to] = true
 			byChannel[j.p.Channel] = append(byChannel[j.p.Channel], j.p.Recipient)
 		}
 	}
@@ -406,7 +421,7 @@ func (d *Dispatcher) claimKeys(ctx context.Context, bind *binding, tx *sql.Tx, j
 	}
 	var held []string
 	for _, key := range keys {
-		if !slices.Contains(claimed, key) {
+		if !claimed[key] {
 			held = append(held, key)
 		}
 	}
@@ -432,12 +447,9 @@ func (d *Dispatcher) claimKeys(ctx context.Context, bind *binding, tx *sql.Tx, j
 	}
 	for k, j := range jobs {
 		key := j.req.DedupKey
-		if !slices.Contains(held, key) || owner[key] != j.p.ID {
-			continue
-		}
 		first, ok := found[key]
-		if !ok || first.eventID == j.p.ID {
-			continue // released meanwhile, or its own key: deliver
+		if !ok || owner[key] != j.p.ID || first.eventID == j.p.ID {
+			continue // not another's (released meanwhile, or its own): deliver
 		}
 		d.tel.decided(j.p.Channel, RuleDedup)
 		stopped[k] = keyStop{res: relay.DoneWith(first.reference).WithCode(CodeDuplicate).WithDetail(map[string]any{
@@ -447,18 +459,18 @@ func (d *Dispatcher) claimKeys(ctx context.Context, bind *binding, tx *sql.Tx, j
 }
 
 // scanKeys reads the keys a claimKeys statement returned.
-func scanKeys(rows *sql.Rows, err error) ([]string, error) {
+func scanKeys(rows *sql.Rows, err error) (map[string]bool, error) {
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var keys []string
+	keys := map[string]bool{}
 	for rows.Next() {
 		var key string
 		if err := rows.Scan(&key); err != nil {
 			return nil, err
 		}
-		keys = append(keys, key)
+		keys[key] = true
 	}
 	return keys, rows.Err()
 }

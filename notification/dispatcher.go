@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -53,6 +54,8 @@ type Dispatcher struct {
 	log      *slog.Logger
 	tel      telemetry
 	zones    sync.Map // IANA name -> *time.Location, loaded once
+	windows  sync.Map // quiet windows as stored -> []QuietWindow, decoded once
+	nWindows atomic.Int64
 
 	mu    sync.Mutex
 	bound *binding // set by the first Prepare

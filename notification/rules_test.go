@@ -164,7 +164,9 @@ func TestUndeclaredCategoryIsDead(t *testing.T) {
 
 // Quiet hours defer a request that comes due inside the subject's window
 // to its end, without spending an attempt or a hand; a critical request
-// goes at once; as of staging, one staged before the window goes.
+// goes at once; as of staging, one staged before the window goes. Each
+// subject's windows are its own, though the dispatcher keeps them
+// decoded.
 func TestQuietHours(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -178,19 +180,26 @@ func TestQuietHours(t *testing.T) {
 	now := time.Now().In(loc)
 	start := notification.At(now.Add(-5*time.Minute).Hour(), now.Add(-5*time.Minute).Minute())
 	end := notification.At(now.Add(30*time.Minute).Hour(), now.Add(30*time.Minute).Minute())
+	later := now.Add(2 * time.Hour)
 	b.inTx(t, func(tx *sql.Tx) {
 		require.NoError(t, b.client.SetQuietHours(t.Context(), tx, "driver-7", notification.QuietHours{
 			TimeZone: "Asia/Kolkata", Windows: []notification.QuietWindow{{Start: start, End: end, Channels: []string{"sms"}}}}))
+		require.NoError(t, b.client.SetQuietHours(t.Context(), tx, "driver-9", notification.QuietHours{
+			TimeZone: "Asia/Kolkata", Windows: []notification.QuietWindow{{Start: notification.At(later.Hour(), later.Minute()),
+				End: notification.At(later.Add(time.Hour).Hour(), later.Minute()), Channels: []string{"sms"}}}}))
 	})
 	sms := notification.Request{Channel: "sms", Recipient: "+15550001", Subject: "driver-7"}
 	critical := sms
 	critical.Critical = true
 	mail := sms
 	mail.Channel = "mail"
-	ids := b.stage(t, sms, critical, mail)
+	other := sms
+	other.Subject, other.Recipient = "driver-9", "+15550003"
+	ids := b.stage(t, sms, critical, mail, other)
 
 	require.Equal(t, notification.OutcomeDelivered, b.waitOutcome(t, ids[1]).Outcome, "critical goes at once")
 	require.Equal(t, notification.OutcomeDelivered, b.waitOutcome(t, ids[2]).Outcome, "the window holds back sms only")
+	require.Equal(t, notification.OutcomeDelivered, b.waitOutcome(t, ids[3]).Outcome, "another subject's window is not open")
 	deferred := b.waitDeferred(t, ids[0])
 	require.Zero(t, deferred.Attempts)
 	require.Equal(t, 0, deferred.Hands, "no hand spent")
