@@ -68,7 +68,8 @@ const (
 	// outcome after it, with other requests' outcomes in one statement
 	// (until then Status says pending, and the claim already keeps the
 	// request from being delivered again). A request with a dedup key
-	// commits its outcome with its claim and its key.
+	// claims its key in its claim's statement, and commits the provider's
+	// reference with them.
 	CommitEach
 	// CommitShared lets the requests of one claimed batch and channel share
 	// a transaction and its commit: one commit for the lot, and one

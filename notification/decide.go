@@ -390,11 +390,13 @@ type keyStop struct {
 }
 
 // claimKeys claims, inside tx, the dedup keys of the jobs claimed for the
-// first time (in id order, the order they were staged in). It returns, by
-// job, those that must not be delivered: a duplicate of a request
-// delivered before, or one that waits behind a request with its key in
-// this same transaction.
-func (d *Dispatcher) claimKeys(ctx context.Context, bind *binding, tx *sql.Tx, jobs []job, first map[uuid.UUID]bool) (map[int]keyStop, error) {
+// first time (in id order, the order they were staged in), unless the
+// inbox claim took them already and gave the ones it got as claimed. It
+// returns, by job, those that must not be delivered: a duplicate of a
+// request delivered before, or one that waits behind a request with its
+// key in this same transaction.
+func (d *Dispatcher) claimKeys(ctx context.Context, bind *binding, tx *sql.Tx, jobs []job, first map[uuid.UUID]bool,
+	claimed map[string]bool) (map[int]keyStop, error) {
 	var keys []string
 	var ids []string
 	owner := map[string]uuid.UUID{} // key -> the oldest job of this transaction with it
@@ -415,9 +417,11 @@ func (d *Dispatcher) claimKeys(ctx context.Context, bind *binding, tx *sql.Tx, j
 	if len(keys) == 0 {
 		return stopped, nil
 	}
-	claimed, err := scanKeys(tx.QueryContext(ctx, bind.policy.claimKeys, d.cfg.Consumer, pgarray.Of(keys), pgarray.Of(ids)))
-	if err != nil {
-		return nil, fmt.Errorf("claim dedup keys: %w", err)
+	if claimed == nil {
+		var err error
+		if claimed, err = scanKeys(tx.QueryContext(ctx, bind.policy.claimKeys, d.cfg.Consumer, pgarray.Of(keys), pgarray.Of(ids))); err != nil {
+			return nil, fmt.Errorf("claim dedup keys: %w", err)
+		}
 	}
 	var held []string
 	for _, key := range keys {

@@ -339,16 +339,12 @@ func (d *Dispatcher) deliverAll(ctx context.Context, bind *binding, b *relay.Bat
 	defer func() { _ = tx.Rollback() }()
 
 	slices.SortFunc(jobs, func(a, b job) int { return cmp.Compare(a.p.ID.String(), b.p.ID.String()) })
-	ids := make([]uuid.UUID, len(jobs))
-	for k, j := range jobs {
-		ids[k] = j.p.ID
-	}
-	first, err := d.claim(txCtx, bind, tx, ids)
+	first, keys, err := d.claim(txCtx, bind, tx, jobs)
 	if err != nil {
 		d.unsure(b, jobs, err)
 		return
 	}
-	stops, err := d.claimKeys(txCtx, bind, tx, jobs, first)
+	stops, err := d.claimKeys(txCtx, bind, tx, jobs, first, keys)
 	if err != nil {
 		d.unsure(b, jobs, err)
 		return
@@ -457,15 +453,31 @@ func (d *Dispatcher) deliverAll(ctx context.Context, bind *binding, b *relay.Bat
 	b.Committed(idx)
 }
 
-// claim claims ids in the inbox inside tx and returns those claimed for
-// the first time. One id takes the single-row statement, which costs the
-// server less than the batch's.
-func (d *Dispatcher) claim(ctx context.Context, bind *binding, tx *sql.Tx, ids []uuid.UUID) (map[uuid.UUID]bool, error) {
-	if len(ids) > 1 {
-		return bind.inbox.OnceBatch(ctx, tx, d.cfg.Consumer, ids)
+// claim claims jobs in the inbox inside tx and returns those claimed for
+// the first time. One job takes a single-row statement, which costs the
+// server less than the batch's; a lone job with a dedup key claims its
+// key in the same statement, and keys then holds the key if it was free
+// (nil means claimKeys has the keys to claim).
+func (d *Dispatcher) claim(ctx context.Context, bind *binding, tx *sql.Tx, jobs []job) (first map[uuid.UUID]bool, keys map[string]bool, err error) {
+	if len(jobs) > 1 {
+		ids := make([]uuid.UUID, len(jobs))
+		for k, j := range jobs {
+			ids[k] = j.p.ID
+		}
+		first, err = bind.inbox.OnceBatch(ctx, tx, d.cfg.Consumer, ids)
+		return first, nil, err
 	}
-	first, err := bind.inbox.Once(ctx, tx, d.cfg.Consumer, ids[0])
-	return map[uuid.UUID]bool{ids[0]: first}, err
+	j := jobs[0]
+	var once bool
+	if key := j.req.DedupKey; key != "" {
+		var claimed bool
+		if err := tx.QueryRowContext(ctx, bind.policy.claimWithKey, d.cfg.Consumer, j.p.ID, key).Scan(&once, &claimed); err != nil {
+			return nil, nil, fmt.Errorf("inbox: claim with its dedup key: %w", err)
+		}
+		return map[uuid.UUID]bool{j.p.ID: once}, map[string]bool{key: claimed}, nil
+	}
+	once, err = bind.inbox.Once(ctx, tx, d.cfg.Consumer, j.p.ID)
+	return map[uuid.UUID]bool{j.p.ID: once}, nil, err
 }
 
 // deliverClaimed calls the deliveries of the jobs to send (claimed for the

@@ -173,7 +173,7 @@ type policyQueries struct {
 	// What the dispatcher reads per batch.
 	batchRules string
 	// The dedup keys of one claim's transaction.
-	claimKeys, keyReference, readKeys, releaseKeys, purgeKeys string
+	claimKeys, claimWithKey, keyReference, readKeys, releaseKeys, purgeKeys string
 	// Suppressed addresses, and the transient failures that lead to one.
 	suppress, lift, liftUnsubscribed, suppressions string
 	countTransient, clearTransient, purgeTransient string
@@ -185,7 +185,7 @@ type policyQueries struct {
 func newPolicyQueries(schema string) policyQueries {
 	s := ident.Quote(schema)
 	r := strings.NewReplacer("{preference}", s+".preference", "{quiet}", s+".quiet_hours", "{dedup}", s+".dedup",
-		"{outbox}", s+".outbox", "{suppression}", s+".suppression", "{transient}", s+".transient_failure")
+		"{outbox}", s+".outbox", "{inbox}", s+".inbox", "{suppression}", s+".suppression", "{transient}", s+".transient_failure")
 	return policyQueries{
 		setPreference: r.Replace(`INSERT INTO {preference} (subject, category, channel, enabled) VALUES ($1, $2, $3, $4)
 			ON CONFLICT (subject, category, channel) DO UPDATE SET enabled = excluded.enabled, updated_at = now()`),
@@ -231,6 +231,20 @@ func newPolicyQueries(schema string) policyQueries {
 			SELECT $1, key, event_id FROM unnest($2::text[], $3::uuid[]) AS k(key, event_id) ORDER BY key
 			ON CONFLICT (consumer, key) DO NOTHING
 			RETURNING key`),
+		// A request's inbox claim and, if that is its first, its dedup key
+		// $3: one round trip for a request that commits alone. Its key
+		// is taken after its claim, in the order of claimKeys after
+		// inbox.OnceBatch, so two transactions that want both wait for
+		// each other in one order. (first claim, key claimed)
+		claimWithKey: r.Replace(`WITH c AS (
+				INSERT INTO {inbox} (consumer, event_id) VALUES ($1, $2)
+				ON CONFLICT (consumer, event_id) DO NOTHING
+				RETURNING event_id),
+			k AS (
+				INSERT INTO {dedup} (consumer, key, event_id) SELECT $1, $3, event_id FROM c
+				ON CONFLICT (consumer, key) DO NOTHING
+				RETURNING key)
+			SELECT EXISTS (SELECT FROM c), EXISTS (SELECT FROM k)`),
 		// The reference of a delivered request that holds key $2, in the
 		// transaction that commits its claim.
 		keyReference: r.Replace(`UPDATE {dedup} SET reference = $3 WHERE consumer = $1 AND key = $2`),
