@@ -163,7 +163,7 @@ func backlogOnce(ctx context.Context, cfg config, srv server, postmaster, size i
 	}
 	defer s.drop(db)
 	progress("  staging %d requests", size)
-	if _, err := stageBacklog(ctx, db, s, size, cfg.stageChunk, false); err != nil {
+	if _, err := stageBacklog(ctx, db, s, size, cfg.stageChunk, rulesOff); err != nil {
 		return r, err
 	}
 	if err := prepareDrain(ctx, db, s); err != nil {

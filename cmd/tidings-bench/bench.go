@@ -114,15 +114,17 @@ func request(i int) notification.Request {
 // rule are about.
 const ruleSubjects = 1000
 
-// ruleRequest is req with every recipient rule on: a subject with
-// preferences and quiet hours (stageRules), a declared category, an
-// expiry, a dedup key of its own and a secret.
-func ruleRequest(req notification.Request, i int) notification.Request {
+// ruleRequest is req with the recipient rules of rs on: a subject with
+// preferences and quiet hours (stageRules), a declared category and an
+// expiry, and for rulesAll a dedup key of its own and a secret.
+func ruleRequest(req notification.Request, i int, rs ruleSet) notification.Request {
 	req.Subject = fmt.Sprintf("subject-%d", i%ruleSubjects)
 	req.Category = "welcome"
 	req.ExpiresAt = time.Now().Add(24 * time.Hour)
-	req.DedupKey = fmt.Sprintf("welcome-%d", i)
-	req.Secrets = map[string]string{"token": fmt.Sprintf("t%d", i)}
+	if rs == rulesAll {
+		req.DedupKey = fmt.Sprintf("welcome-%d", i)
+		req.Secrets = map[string]string{"token": fmt.Sprintf("t%d", i)}
+	}
 	return req
 }
 
@@ -154,7 +156,7 @@ func seqOf(data map[string]any) (int, bool) {
 // stageBacklog commits n requests into the schema's outbox without waking
 // anyone, chunk requests per statement, from two writers; it returns their
 // ids by index.
-func stageBacklog(ctx context.Context, db *sql.DB, s benchSchema, n, chunk int, rules bool) ([]uuid.UUID, error) {
+func stageBacklog(ctx context.Context, db *sql.DB, s benchSchema, n, chunk int, rules ruleSet) ([]uuid.UUID, error) {
 	ids := make([]uuid.UUID, n)
 	quiet := s.ob.WithoutWakeUp()
 	var next atomic.Int64
@@ -174,8 +176,8 @@ func stageBacklog(ctx context.Context, db *sql.DB, s benchSchema, n, chunk int, 
 				msgs = msgs[:0]
 				for i := start; i < end; i++ {
 					req := request(i)
-					if rules {
-						req = ruleRequest(req, i)
+					if rules != rulesOff {
+						req = ruleRequest(req, i, rules)
 					}
 					m, err := req.Message(module)
 					if err != nil {

@@ -32,6 +32,7 @@ type config struct {
 	concurrency []int
 	drains      []drainConfig // explicit settings; nil means every combination of the three lists
 	rules       bool          // each drain again with every recipient rule on
+	policies    bool          // each drain again with the recipient policies alone
 	stageChunk  int
 
 	// steady
@@ -103,6 +104,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&batches, "batch", "50", "drain: relay BatchSize values")
 	fs.StringVar(&conc, "concurrency", "50", "drain: relay Concurrency values")
 	fs.BoolVar(&c.rules, "rules", false, "drain: run each setting twice, without and with every recipient rule on (a subject with preferences and quiet hours, a category, an expiry, a dedup key and a secret per request)")
+	fs.BoolVar(&c.policies, "policies", false, "drain: run each setting also with the recipient policies alone on: as -rules, without the dedup key and the secret")
 	fs.StringVar(&drains, "drain", "", "drain: explicit settings as commit/BatchSize/Concurrency triples, e.g. auto:dropped/50/50,shared/500/500, with an optional fourth LaneLimit (each/50/50/50; the relay's default otherwise); overrides -commit, -batch and -concurrency")
 	fs.IntVar(&c.stageChunk, "stage-chunk", 5000, "requests per StageBatch when staging a backlog")
 

@@ -24,36 +24,49 @@ import (
 type drainConfig struct {
 	commit      string
 	batch, conc int
-	lane        int  // LaneLimit; 0 is the relay's default
-	rules       bool // every recipient rule on (see ruleRequest)
+	lane        int     // LaneLimit; 0 is the relay's default
+	rules       ruleSet // the recipient rules on (see ruleRequest)
 }
+
+// ruleSet is what a drain turns on of the recipient rules.
+type ruleSet int
+
+const (
+	rulesOff ruleSet = iota
+	// rulesAll: every rule, each request with a subject that has
+	// preferences and quiet hours, a declared category, an expiry, a
+	// dedup key of its own and a secret.
+	rulesAll
+	// rulesPolicies: the recipient policies alone, as rulesAll without
+	// the dedup key and the secret, which are a request's own writes.
+	rulesPolicies
+)
 
 // commitKinds are the values of drainConfig.commit.
 var commitKinds = []string{"each", "shared", "auto:dropped", "auto:sends"}
 
 func (d drainConfig) String() string {
-	return d.describe("commit %s, BatchSize %d, Concurrency %d", ", LaneLimit %d", ", every rule")
+	return d.describe("commit %s, BatchSize %d, Concurrency %d", ", LaneLimit %d", [...]string{"", ", every rule", ", the policies"})
 }
 
 // short names d in a chart: commit/BatchSize/Concurrency[/LaneLimit],
-// "+rules" with every rule.
-func (d drainConfig) short() string { return d.describe("%s/%d/%d", "/%d", " +rules") }
+// "+rules" with every rule, "+policies" with the policies alone.
+func (d drainConfig) short() string {
+	return d.describe("%s/%d/%d", "/%d", [...]string{"", " +rules", " +policies"})
+}
 
 // describe writes d with the formats of its parts, leaving out a
-// LaneLimit and rules it does not set.
-func (d drainConfig) describe(base, lane, rules string) string {
+// LaneLimit it does not set; rules is what each ruleSet adds.
+func (d drainConfig) describe(base, lane string, rules [3]string) string {
 	s := fmt.Sprintf(base, d.commit, d.batch, d.conc)
 	if d.lane > 0 {
 		s += fmt.Sprintf(lane, d.lane)
 	}
-	if d.rules {
-		s += rules
-	}
-	return s
+	return s + rules[d.rules]
 }
 
 func (d drainConfig) key() string {
-	return fmt.Sprintf("%s/b%d/c%d/l%d/r%t", d.commit, d.batch, d.conc, d.lane, d.rules)
+	return fmt.Sprintf("%s/b%d/c%d/l%d/r%s", d.commit, d.batch, d.conc, d.lane, [...]string{"false", "true", "policies"}[d.rules])
 }
 
 // defaultDrain is the relay's and the dispatcher's defaults for a module
@@ -157,7 +170,7 @@ func drainOnce(ctx context.Context, cfg config, srv server, postmaster int, n in
 	if err != nil {
 		return r, err
 	}
-	if dc.rules {
+	if dc.rules != rulesOff {
 		if err := stageRules(ctx, db, s); err != nil {
 			return r, err
 		}
@@ -285,7 +298,8 @@ func windows(ctx context.Context, db *sql.DB, s benchSchema, first, last time.Ti
 }
 
 // drainConfigs are the settings the drain tries: every combination of the
-// flags, each followed by itself with every rule on when -rules asks.
+// flags, each followed by itself with every rule on when -rules asks, and
+// with the policies alone when -policies does.
 func (c config) drainConfigs() []drainConfig {
 	out := c.drains
 	if out == nil {
@@ -297,16 +311,27 @@ func (c config) drainConfigs() []drainConfig {
 			}
 		}
 	}
-	if !c.rules {
-		return out
-	}
-	var both []drainConfig
+	var all []drainConfig
 	for _, d := range out {
-		withRules := d
-		withRules.rules = true
-		both = append(both, d, withRules)
+		all = append(all, d)
+		for _, rs := range c.ruleSets() {
+			d.rules = rs
+			all = append(all, d)
+		}
 	}
-	return both
+	return all
+}
+
+// ruleSets are the sets of rules each drain setting runs again with.
+func (c config) ruleSets() []ruleSet {
+	var sets []ruleSet
+	if c.rules {
+		sets = append(sets, rulesAll)
+	}
+	if c.policies {
+		sets = append(sets, rulesPolicies)
+	}
+	return sets
 }
 
 func drainKey(dc drainConfig) string { return "drain/" + dc.key() }
@@ -371,7 +396,7 @@ func addDB(res *results, key, section, label string, d dbUse, n int) {
 func bestDrain(cfg config, res *results) drainConfig {
 	best, bestRate := cfg.drainConfigs()[0], math.Inf(-1)
 	for _, dc := range cfg.drainConfigs() {
-		if v, ok := res.get(drainKey(dc)); ok && !dc.rules && v > bestRate {
+		if v, ok := res.get(drainKey(dc)); ok && dc.rules == rulesOff && v > bestRate {
 			best, bestRate = dc, v
 		}
 	}

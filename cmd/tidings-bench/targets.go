@@ -129,29 +129,32 @@ func latencyTargets(cfg config, res *results) []target {
 	return ts
 }
 
-// rulesTargets: each drain setting with every recipient rule on against
-// the same setting without, in the same run.
+// rulesTargets: each drain setting with every recipient rule on, and with
+// the policies alone, against the same setting without, in the same run.
 func rulesTargets(cfg config, res *results) []target {
-	name, goal := "the recipient rules and the timeline", fmt.Sprintf(">= %.2f of the same setting without (within %.0f %%)", goalRules, 100*(1-goalRules))
-	if !cfg.rules {
-		return []target{missing(name, goal, "run the drain with -rules")}
+	names := map[ruleSet]string{rulesAll: "the recipient rules and the timeline",
+		rulesPolicies: "the recipient policies alone (no dedup key, no secret)"}
+	goal := fmt.Sprintf(">= %.2f of the same setting without (within %.0f %%)", goalRules, 100*(1-goalRules))
+	if len(cfg.ruleSets()) == 0 {
+		return []target{missing(names[rulesAll], goal, "run the drain with -rules or -policies")}
 	}
 	var ts []target
 	for _, dc := range cfg.drainConfigs() {
-		if dc.rules {
+		if dc.rules != rulesOff {
 			continue
 		}
-		with := dc
-		with.rules = true
-		off, ok1 := res.get(drainKey(dc))
-		on, ok2 := res.get(drainKey(with))
-		if ok1 && ok2 {
-			ts = append(ts, target{
-				name:     name + ", " + dc.short(),
-				measured: fmt.Sprintf("%s events/s with, %s without = %.2f", format(on), format(off), on/off),
-				goal:     goal,
-				verdict:  atLeast(on/off, goalRules, "of the rate without"),
-			})
+		off, ok := res.get(drainKey(dc))
+		for _, rs := range cfg.ruleSets() {
+			with := dc
+			with.rules = rs
+			if on, ok2 := res.get(drainKey(with)); ok && ok2 {
+				ts = append(ts, target{
+					name:     names[rs] + ", " + dc.short(),
+					measured: fmt.Sprintf("%s events/s with, %s without = %.2f", format(on), format(off), on/off),
+					goal:     goal,
+					verdict:  atLeast(on/off, goalRules, "of the rate without"),
+				})
+			}
 		}
 	}
 	return ts
