@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tidings-go/tidings/internal/pgtest"
+	"github.com/tidings-go/tidings/internal/testwait"
 	"github.com/tidings-go/tidings/relay"
 )
 
@@ -42,14 +43,30 @@ func TestWakerWakesAfterCommit(t *testing.T) {
 	w.Wake(module)
 	require.Equal(t, module, next(), "the first notification is the waker's: the commit sent none")
 
-	// Wakes of two modules, however many, end up as one wake-up each.
+	require.NoError(t, w.Close())
+
+	// Wakes that arrive while a wake-up is in flight share the next one,
+	// however many: the waker's pool holds one connection, which the test
+	// keeps until the first wake-up waits for it.
+	one := pgtest.Open(t, 1)
+	held, err := one.Conn(t.Context())
+	require.NoError(t, err)
+	w = b.ob.NewWaker(one)
+	w.Wake("x")
+	require.Eventually(t, func() bool { return one.Stats().WaitCount > 0 }, testwait.Within, time.Millisecond,
+		"the first wake-up waits for the pool's connection")
 	for range 20 {
 		w.Wake("a")
 		w.Wake("b")
 	}
+	require.NoError(t, held.Close())
 	require.NoError(t, w.Close())
-	seen := map[string]bool{next(): true, next(): true}
-	require.Equal(t, map[string]bool{"a": true, "b": true}, seen)
+	// A notification sent after Close follows every one the waker sent.
+	_, err = b.db.ExecContext(t.Context(), `SELECT pg_notify($1, 'end')`, b.schema+".outbox")
+	require.NoError(t, err)
+	require.Equal(t, "x", next())
+	require.Equal(t, map[string]bool{"a": true, "b": true}, map[string]bool{next(): true, next(): true})
+	require.Equal(t, "end", next(), "one wake-up for the 40 wakes of a and b")
 
 	// End to end: a relay that sweeps once an hour hands what the waker
 	// announces.
