@@ -1,6 +1,7 @@
 package notification
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"database/sql"
@@ -338,7 +339,9 @@ func (d *Dispatcher) deliverAll(ctx context.Context, bind *binding, b *relay.Bat
 	}
 	defer func() { _ = tx.Rollback() }()
 
-	slices.SortFunc(jobs, func(a, b job) int { return cmp.Compare(a.p.ID.String(), b.p.ID.String()) })
+	// In id order (a UUID's bytes sort as its text), as inbox.OnceBatch
+	// claims them.
+	slices.SortFunc(jobs, func(a, b job) int { return bytes.Compare(a.p.ID[:], b.p.ID[:]) })
 	first, keys, err := d.claim(txCtx, bind, tx, jobs)
 	if err != nil {
 		d.unsure(b, jobs, err)
