@@ -110,19 +110,29 @@ type quietOf struct {
 	loc *time.Location
 }
 
-// readRules reads the preferences and quiet hours of subjects, the
-// suppressions of dests, and the database's clock, in one statement.
-func (d *Dispatcher) readRules(ctx context.Context, bind *binding, subjects []string, dests []destination) (rules, error) {
+// scope is what a request's preference depends on: its subject, category
+// and channel.
+type scope struct{ subject, category, channel string }
+
+// readRules reads the quiet hours of subjects, the preferences that can
+// apply to scopes, the suppressions of dests, and the database's clock, in
+// one statement.
+func (d *Dispatcher) readRules(ctx context.Context, bind *binding, subjects []string, scopes []scope, dests []destination) (rules, error) {
 	r := rules{now: time.Now(), preferences: map[string][]Preference{}, quiet: map[string]quietOf{},
 		suppressed: map[destination][]Suppression{}}
 	if len(subjects) == 0 && len(dests) == 0 {
 		return r, nil
 	}
+	scopeSubjects, categories, scopeChannels := make([]string, len(scopes)), make([]string, len(scopes)), make([]string, len(scopes))
+	for i, sc := range scopes {
+		scopeSubjects[i], categories[i], scopeChannels[i] = sc.subject, sc.category, sc.channel
+	}
 	channels, addresses := make([]string, len(dests)), make([]string, len(dests))
 	for i, dst := range dests {
 		channels[i], addresses[i] = dst.channel, dst.address
 	}
-	rows, err := bind.db.QueryContext(ctx, bind.policy.batchRules, pgarray.Of(subjects), pgarray.Of(channels), pgarray.Of(addresses))
+	rows, err := bind.db.QueryContext(ctx, bind.policy.batchRules, pgarray.Of(subjects),
+		pgarray.Of(scopeSubjects), pgarray.Of(categories), pgarray.Of(scopeChannels), pgarray.Of(channels), pgarray.Of(addresses))
 	if err != nil {
 		return r, fmt.Errorf("read the recipient rules: %w", err)
 	}
@@ -209,19 +219,28 @@ func (d *Dispatcher) quietOf(ctx context.Context, zone string, windows []byte) (
 func (d *Dispatcher) decide(ctx context.Context, bind *binding, b *relay.Batch, jobs []job) []job {
 	jobs = d.resolve(ctx, b, jobs)
 	var subjects []string
+	var scopes []scope
 	var dests []destination
-	seenSubject, seenDest := map[string]bool{}, map[destination]bool{}
+	seenSubject, seenScope, seenDest := map[string]bool{}, map[scope]bool{}, map[destination]bool{}
 	for _, j := range jobs {
-		if s := j.req.Subject; s != "" && !seenSubject[s] {
-			seenSubject[s] = true
-			subjects = append(subjects, s)
+		// A critical request bypasses its subject's preferences and quiet
+		// hours: they are not read for it.
+		if s := j.req.Subject; s != "" && !j.req.Critical && !d.cfg.Categories[j.req.Category].Critical {
+			if !seenSubject[s] {
+				seenSubject[s] = true
+				subjects = append(subjects, s)
+			}
+			if sc := (scope{s, j.req.Category, j.req.Channel}); !seenScope[sc] {
+				seenScope[sc] = true
+				scopes = append(scopes, sc)
+			}
 		}
 		if dst := destinationOf(j); !seenDest[dst] {
 			seenDest[dst] = true
 			dests = append(dests, dst)
 		}
 	}
-	r, err := d.readRules(ctx, bind, subjects, dests)
+	r, err := d.readRules(ctx, bind, subjects, scopes, dests)
 	if err != nil {
 		for _, j := range jobs {
 			b.Answer(j.i, d.unsureOf(j.rec, err))
@@ -340,7 +359,7 @@ func (d *Dispatcher) decideOne(r rules, j job) (res relay.Result, decided bool) 
 	}
 	if on, detail := preferenceOf(r.preferences[req.Subject], cat, req.Category, req.Channel); !on {
 		d.tel.decided(j.p.Channel, RulePreference)
-		return relay.Done().WithCode(CodeSkipped).WithDetail(detail), true
+		return relay.Done().WithCode(CodeSkipped).WithDetail(detail()), true
 	}
 	q, ok := r.quiet[req.Subject]
 	if !ok {

@@ -15,8 +15,8 @@ import (
 // The rules read of a batch, once prepared (pgx prepares every
 // statement), keeps one plan instead of being planned again per batch, and
 // that plan, which knows neither the batch's size nor its values, probes
-// the primary keys of the preferences, quiet hours and suppressions, one
-// probe per subject and address: a scan of the whole table per batch
+// the primary keys of the preferences (from the index alone), quiet hours
+// and suppressions, one probe per subject, scope and address: a scan of the whole table per batch
 // would grow with every subject and every suppressed address the service
 // has. The tables are small here, as they are when a service starts,
 // where a scan looks cheapest.
@@ -44,29 +44,34 @@ func TestRulesReadKeepsOnePlanThatProbesPrimaryKeys(t *testing.T) {
 	}
 
 	// As the dispatcher reads them: a batch's subjects and addresses.
-	pgtest.RequireOnePlan(t, newPolicyQueries(schema).batchRules, `(text[], text[], text[])`, []string{
-		`'{}', '{mail}', '{user1@example.com}'`,
-		`'{subject-1,subject-2,subject-3}', '{mail,mail}', '{user1@example.com,user2@example.com}'`,
-		`'{subject-9}', '{mail,sms,push}', '{user9@example.com,+15550100,ExponentPushToken[x]}'`,
+	pgtest.RequireOnePlan(t, newPolicyQueries(schema).batchRules, `(text[], text[], text[], text[], text[], text[])`, []string{
+		`'{}', '{}', '{}', '{}', '{mail}', '{user1@example.com}'`,
+		`'{subject-1,subject-2,subject-3}', '{subject-1,subject-2,subject-3}', '{marketing,marketing,booking}', '{mail,mail,sms}',
+			'{mail,mail}', '{user1@example.com,user2@example.com}'`,
+		`'{subject-9}', '{subject-9,subject-9}', '{marketing,""}', '{push,push}',
+			'{mail,sms,push}', '{user9@example.com,+15550100,ExponentPushToken[x]}'`,
 	})
 
 	tx := pgtest.Tx(t)
 	for _, stmt := range []string{
 		`SET LOCAL plan_cache_mode = force_generic_plan`,
-		`PREPARE rules(text[], text[], text[]) AS ` + newPolicyQueries(schema).batchRules,
+		`PREPARE rules(text[], text[], text[], text[], text[], text[]) AS ` + newPolicyQueries(schema).batchRules,
 	} {
 		_, err := tx.ExecContext(t.Context(), stmt)
 		require.NoError(t, err)
 	}
-	plan, raw := pgtest.Explain(t, tx, `EXECUTE rules(
-		'{subject-1,subject-2,subject-3}', '{mail,mail}', '{user1@example.com,user2@example.com}')`)
-	probed := map[string]bool{}
+	plan, raw := pgtest.Explain(t, tx, `EXECUTE rules('{subject-1,subject-2,subject-3}',
+		'{subject-1,subject-2,subject-3}', '{marketing,marketing,booking}', '{mail,mail,sms}',
+		'{mail,mail}', '{user1@example.com,user2@example.com}')`)
+	probed := map[string]string{}
 	plan.Walk(func(n pgtest.Plan) {
 		require.NotEqual(t, "Seq Scan", n.Type, "the rules read scans all of %s: %s", n.Relation, raw)
 		if n.Index != "" {
 			require.NotEmpty(t, n.Cond, "the rules read reads all of %s: %s", n.Index, raw)
-			probed[n.Index] = true
+			probed[n.Index] = n.Type
 		}
 	})
-	require.Equal(t, map[string]bool{"preference_pkey": true, "quiet_hours_pkey": true, "suppression_pkey": true}, probed, "%s", raw)
+	// The preferences come from their index alone.
+	require.Equal(t, map[string]string{"preference_pkey": "Index Only Scan", "quiet_hours_pkey": "Index Scan",
+		"suppression_pkey": "Index Scan"}, probed, "%s", raw)
 }

@@ -197,11 +197,14 @@ func newPolicyQueries(schema string) policyQueries {
 		deleteQuiet: r.Replace(`DELETE FROM {quiet} WHERE subject = $1`),
 		quiet:       r.Replace(`SELECT time_zone, windows FROM {quiet} WHERE subject = $1`),
 
-		// Preferences (p) and quiet hours (q) of a batch's subjects, and
-		// the suppressions (s) of its channels ($2) and addresses ($3), in
-		// one round trip, and the database's clock, whether there are
-		// rows. Each subject and address is a probe of its table's
-		// primary key: OFFSET 0 keeps the planner from turning the
+		// Quiet hours (q) of a batch's subjects ($1), the preferences (p)
+		// that can apply to its requests (those of each subject $2 in
+		// its category $3 or every category, on its channel $4 or every
+		// channel), and the suppressions (s) of its channels ($5) and
+		// addresses ($6), in one round trip, and the database's clock,
+		// whether there are rows. Each subject and address is a probe of
+		// its table's primary key (preference's covers the row: an
+		// index-only scan): OFFSET 0 keeps the planner from turning the
 		// look-ups into one join, which a plan made once for a prepared
 		// statement (pgx prepares each) does as a scan of the whole table
 		// when the table is small, the batch's size unknown to it. The
@@ -209,15 +212,16 @@ func newPolicyQueries(schema string) policyQueries {
 		// lengths and one made for one batch costs what one made for any:
 		// the server then keeps a prepared statement's plan instead of
 		// planning the statement again for every batch.
-		batchRules: r.Replace(`SELECT 'p', p.* FROM unnest((SELECT $1::text[])) AS k(subject) CROSS JOIN LATERAL (
-				SELECT subject, category, channel, enabled, updated_at, NULL, NULL::jsonb FROM {preference}
-				WHERE subject = k.subject OFFSET 0) p
-			UNION ALL
-			SELECT 'q', q.* FROM unnest((SELECT $1::text[])) AS k(subject) CROSS JOIN LATERAL (
+		batchRules: r.Replace(`SELECT 'q', q.* FROM unnest((SELECT $1::text[])) AS k(subject) CROSS JOIN LATERAL (
 				SELECT subject, NULL, NULL, NULL::boolean, NULL::timestamptz, time_zone, windows FROM {quiet}
 				WHERE subject = k.subject OFFSET 0) q
 			UNION ALL
-			SELECT 's', s.* FROM unnest((SELECT $2::text[]), (SELECT $3::text[])) AS k(channel, address) CROSS JOIN LATERAL (
+			SELECT 'p', p.* FROM unnest((SELECT $2::text[]), (SELECT $3::text[]), (SELECT $4::text[])) AS k(subject, category, channel)
+			CROSS JOIN LATERAL (
+				SELECT subject, category, channel, enabled, updated_at, NULL, NULL::jsonb FROM {preference}
+				WHERE subject = k.subject AND category IN (k.category, '') AND channel IN (k.channel, '') OFFSET 0) p
+			UNION ALL
+			SELECT 's', s.* FROM unnest((SELECT $5::text[]), (SELECT $6::text[])) AS k(channel, address) CROSS JOIN LATERAL (
 				SELECT address, scope, channel, NULL::boolean, created_at, reason,
 					jsonb_build_object('class', class, 'provider', provider, 'source', source) FROM {suppression}
 				WHERE channel = k.channel AND address = k.address OFFSET 0) s
@@ -421,11 +425,19 @@ func (c *Client) QuietHoursOf(ctx context.Context, subject string) (QuietHours, 
 }
 
 // preferenceOf decides whether a request of category on channel goes out
-// by the rows of its subject, and says what decided it.
-func preferenceOf(rows []Preference, cat Category, category, channel string) (enabled bool, detail map[string]any) {
-	row := func(p Preference, level string) map[string]any {
-		return map[string]any{"rule": "preference", "level": level, "category": p.Category, "channel": p.Channel,
-			"enabled": p.Enabled, "updated_at": p.UpdatedAt}
+// by the rows of its subject; detail says what decided it, for the
+// timeline of a request it stops (nil when nothing did).
+func preferenceOf(rows []Preference, cat Category, category, channel string) (enabled bool, detail func() map[string]any) {
+	row := func(p Preference, level string) func() map[string]any {
+		return func() map[string]any {
+			return map[string]any{"rule": "preference", "level": level, "category": p.Category, "channel": p.Channel,
+				"enabled": p.Enabled, "updated_at": p.UpdatedAt}
+		}
+	}
+	byDefault := func(channel string, on bool) func() map[string]any {
+		return func() map[string]any {
+			return map[string]any{"rule": "category_default", "category": category, "channel": channel, "enabled": on}
+		}
 	}
 	find := func(category, channel string) (Preference, bool) {
 		i := slices.IndexFunc(rows, func(p Preference) bool { return p.Category == category && p.Channel == channel })
@@ -460,10 +472,10 @@ func preferenceOf(rows []Preference, cat Category, category, channel string) (en
 		return p.Enabled, row(p, "everything")
 	}
 	if on, ok := cat.Defaults[channel]; ok {
-		return on, map[string]any{"rule": "category_default", "category": category, "channel": channel, "enabled": on}
+		return on, byDefault(channel, on)
 	}
 	if on, ok := cat.Defaults[""]; ok {
-		return on, map[string]any{"rule": "category_default", "category": category, "channel": "", "enabled": on}
+		return on, byDefault("", on)
 	}
 	return true, nil
 }

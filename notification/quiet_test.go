@@ -115,7 +115,14 @@ func TestPreferenceOf(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			got, detail := preferenceOf(tc.rows, tc.cat, tc.category, tc.channel)
-			require.Equal(t, tc.want, got, "%v", detail)
+			if !got {
+				require.NotNil(t, detail, "a request stopped without a reason")
+			}
+			var why map[string]any
+			if detail != nil {
+				why = detail()
+			}
+			require.Equal(t, tc.want, got, "%v", why)
 		})
 	}
 }

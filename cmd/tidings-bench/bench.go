@@ -128,16 +128,18 @@ func ruleRequest(req notification.Request, i int, rs ruleSet) notification.Reque
 	return req
 }
 
-// stageRules gives every subject of ruleRequest two preferences (one of
-// another category, one of another channel: both read, neither stops the
-// request) and a quiet window that is not open now, so that every rule is
-// read and decided and every request still goes out.
+// stageRules gives every subject of ruleRequest three preferences (one of
+// its requests' category and channel, which turns them on and decides;
+// one of another category and one of another channel, which cannot apply)
+// and a quiet window that is not open now, so that every rule is read and
+// decided and every request still goes out.
 func stageRules(ctx context.Context, db *sql.DB, s benchSchema) error {
 	later := time.Now().UTC().Add(6 * time.Hour)
 	windows := fmt.Sprintf(`[{"start": "%02d:00", "end": "%02d:30"}]`, later.Hour(), later.Hour())
 	if _, err := db.ExecContext(ctx, `INSERT INTO `+s.q+`.preference (subject, category, channel, enabled)
-			SELECT 'subject-' || i, 'marketing', '', false FROM generate_series(0, $1 - 1) i
-			UNION ALL SELECT 'subject-' || i, '', 'sms', false FROM generate_series(0, $1 - 1) i`, ruleSubjects); err != nil {
+			SELECT 'subject-' || i, 'welcome', $2, true FROM generate_series(0, $1 - 1) i
+			UNION ALL SELECT 'subject-' || i, 'marketing', '', false FROM generate_series(0, $1 - 1) i
+			UNION ALL SELECT 'subject-' || i, '', 'sms', false FROM generate_series(0, $1 - 1) i`, ruleSubjects, channel); err != nil {
 		return fmt.Errorf("stage the preferences: %w", err)
 	}
 	if _, err := db.ExecContext(ctx, `INSERT INTO `+s.q+`.quiet_hours (subject, time_zone, windows)
