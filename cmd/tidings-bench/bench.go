@@ -208,11 +208,16 @@ func stageBacklog(ctx context.Context, db *sql.DB, s benchSchema, n, chunk int, 
 	return ids, nil
 }
 
-// prepareDrain settles the table after a bulk load, as autovacuum would
+// prepareDrain settles the tables after a bulk load (the backlog, and the
+// subjects' preferences and quiet hours of stageRules), as autovacuum would
 // have by the time a real backlog is drained, and starts from a fresh
 // checkpoint, so every run of a drain begins in the same state.
 func prepareDrain(ctx context.Context, db *sql.DB, s benchSchema) error {
-	for _, q := range []string{`VACUUM (ANALYZE) ` + s.q + `.outbox`, `VACUUM (ANALYZE) ` + s.q + `.inbox`, `CHECKPOINT`} {
+	var stmts []string
+	for _, table := range []string{"outbox", "inbox", "preference", "quiet_hours"} {
+		stmts = append(stmts, `VACUUM (ANALYZE) `+s.q+`.`+table)
+	}
+	for _, q := range append(stmts, `CHECKPOINT`) {
 		if _, err := db.ExecContext(ctx, q); err != nil {
 			return fmt.Errorf("%s: %w", q, err)
 		}
