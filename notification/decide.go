@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -82,15 +83,15 @@ type destination struct{ channel, address string }
 
 // destinationOf is where j goes: its channel, and its (resolved)
 // recipient normalised as suppressions are.
-func destinationOf(j job) destination {
+func destinationOf(j *job) destination {
 	return destination{j.p.Channel, feedback.NormalizeAddress(j.p.Channel, j.p.Recipient)}
 }
 
-// suppressionOf returns the suppression that stops j: of its address, in
-// every category or in j's.
-func (r rules) suppressionOf(j job) (Suppression, bool) {
-	for _, s := range r.suppressed[destinationOf(j)] {
-		if s.Scope == "" || s.Scope == j.req.Category {
+// suppressionOf returns the suppression that stops a request of category
+// to dst: of its address, in every category or in category.
+func (r rules) suppressionOf(dst destination, category string) (Suppression, bool) {
+	for _, s := range r.suppressed[dst] {
+		if s.Scope == "" || s.Scope == category {
 			return s, true
 		}
 	}
@@ -118,8 +119,8 @@ type scope struct{ subject, category, channel string }
 // apply to scopes, the suppressions of dests, and the database's clock, in
 // one statement.
 func (d *Dispatcher) readRules(ctx context.Context, bind *binding, subjects []string, scopes []scope, dests []destination) (rules, error) {
-	r := rules{now: time.Now(), preferences: map[string][]Preference{}, quiet: map[string]quietOf{},
-		suppressed: map[destination][]Suppression{}}
+	r := rules{now: time.Now(), preferences: make(map[string][]Preference, len(subjects)),
+		quiet: make(map[string]quietOf, len(subjects)), suppressed: map[destination][]Suppression{}}
 	if len(subjects) == 0 && len(dests) == 0 {
 		return r, nil
 	}
@@ -137,12 +138,16 @@ func (d *Dispatcher) readRules(ctx context.Context, bind *binding, subjects []st
 		return r, fmt.Errorf("read the recipient rules: %w", err)
 	}
 	defer rows.Close()
+	// One set of destinations for every row (Scan sets each column, NULL
+	// or not): a set per row would be eight allocations per row.
+	var (
+		kind, subject           string
+		category, channel, zone sql.NullString
+		enabled                 sql.NullBool
+		at                      sql.NullTime
+		windows                 []byte
+	)
 	for rows.Next() {
-		var kind, subject string
-		var category, channel, zone sql.NullString
-		var enabled sql.NullBool
-		var at sql.NullTime
-		var windows []byte
 		if err := rows.Scan(&kind, &subject, &category, &channel, &enabled, &at, &zone, &windows); err != nil {
 			return r, fmt.Errorf("read the recipient rules: %w", err)
 		}
@@ -184,31 +189,57 @@ func (d *Dispatcher) readRules(ctx context.Context, bind *binding, subjects []st
 // decoded at each read.
 const windowsKept = 1024
 
+// quietCache is what quietOf loads and decodes once per dispatcher. Its
+// lookups take the bytes and the names as the rows hold them, without
+// copying them.
+type quietCache struct {
+	mu      sync.RWMutex
+	zones   map[string]*time.Location // IANA name -> zone; only valid names are stored
+	windows map[string][]QuietWindow  // windows as stored -> decoded, at most windowsKept
+}
+
+func (c *quietCache) get(zone string, windows []byte) (loc *time.Location, w []QuietWindow, haveLoc, haveW bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	loc, haveLoc = c.zones[zone]
+	w, haveW = c.windows[string(windows)]
+	return loc, w, haveLoc, haveW
+}
+
+func (c *quietCache) put(zone string, loc *time.Location, windows []byte, w []QuietWindow) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.zones == nil {
+		c.zones, c.windows = map[string]*time.Location{}, map[string][]QuietWindow{}
+	}
+	c.zones[zone] = loc
+	if _, ok := c.windows[string(windows)]; !ok && len(c.windows) < windowsKept {
+		c.windows[string(windows)] = w
+	}
+}
+
 // quietOf reads a subject's quiet hours, with their windows decoded and
 // their zone loaded once per dispatcher; false for hours it cannot use,
 // which it logs.
 func (d *Dispatcher) quietOf(ctx context.Context, zone string, windows []byte) (quietOf, bool) {
-	q := quietOf{QuietHours: QuietHours{TimeZone: zone}}
-	if w, ok := d.windows.Load(string(windows)); ok {
-		q.Windows = w.([]QuietWindow)
-	} else if err := json.Unmarshal(windows, &q.Windows); err != nil {
-		d.log.WarnContext(ctx, "ignoring undecodable quiet hours", "err", err)
-		return q, false
-	} else if d.nWindows.Add(1) <= windowsKept {
-		d.windows.Store(string(windows), q.Windows)
+	loc, w, haveLoc, haveW := d.quiet.get(zone, windows)
+	if !haveW {
+		if err := json.Unmarshal(windows, &w); err != nil {
+			d.log.WarnContext(ctx, "ignoring undecodable quiet hours", "err", err)
+			return quietOf{}, false
+		}
 	}
-	if loc, ok := d.zones.Load(zone); ok {
-		q.loc = loc.(*time.Location)
-		return q, true
+	if !haveLoc {
+		var err error
+		if loc, err = time.LoadLocation(zone); err != nil {
+			d.log.WarnContext(ctx, "ignoring quiet hours in a time zone this machine does not know", "time_zone", zone, "err", err)
+			return quietOf{}, false
+		}
 	}
-	loc, err := time.LoadLocation(zone)
-	if err != nil {
-		d.log.WarnContext(ctx, "ignoring quiet hours in a time zone this machine does not know", "time_zone", zone, "err", err)
-		return q, false
+	if !haveW || !haveLoc {
+		d.quiet.put(zone, loc, windows, w)
 	}
-	d.zones.Store(zone, loc)
-	q.loc = loc
-	return q, true
+	return quietOf{QuietHours: QuietHours{TimeZone: zone, Windows: w}, loc: loc}, true
 }
 
 // decide applies the recipient rules to jobs before any of them is
@@ -221,8 +252,11 @@ func (d *Dispatcher) decide(ctx context.Context, bind *binding, b *relay.Batch, 
 	var subjects []string
 	var scopes []scope
 	var dests []destination
-	seenSubject, seenScope, seenDest := map[string]bool{}, map[scope]bool{}, map[destination]bool{}
-	for _, j := range jobs {
+	jobDests := make([]destination, len(jobs))
+	seenSubject, seenScope, seenDest := make(map[string]bool, len(jobs)), make(map[scope]bool, len(jobs)),
+		make(map[destination]bool, len(jobs))
+	for i := range jobs {
+		j := &jobs[i]
 		// A critical request bypasses its subject's preferences and quiet
 		// hours: they are not read for it.
 		if s := j.req.Subject; s != "" && !j.req.Critical && !d.cfg.Categories[j.req.Category].Critical {
@@ -235,7 +269,9 @@ func (d *Dispatcher) decide(ctx context.Context, bind *binding, b *relay.Batch, 
 				scopes = append(scopes, sc)
 			}
 		}
-		if dst := destinationOf(j); !seenDest[dst] {
+		dst := destinationOf(j)
+		jobDests[i] = dst
+		if !seenDest[dst] {
 			seenDest[dst] = true
 			dests = append(dests, dst)
 		}
@@ -248,12 +284,12 @@ func (d *Dispatcher) decide(ctx context.Context, bind *binding, b *relay.Batch, 
 		return nil
 	}
 	keep := jobs[:0]
-	for _, j := range jobs {
-		if res, decided := d.decideOne(r, j); decided {
-			b.Answer(j.i, res)
+	for i := range jobs {
+		if res, decided := d.decideOne(r, &jobs[i], jobDests[i]); decided {
+			b.Answer(jobs[i].i, res)
 			continue
 		}
-		keep = append(keep, j)
+		keep = append(keep, jobs[i])
 	}
 	return keep
 }
@@ -331,12 +367,12 @@ func (d *Dispatcher) resolve(ctx context.Context, b *relay.Batch, jobs []job) []
 	return keep
 }
 
-// decideOne applies the rules to one request: a result when a rule ends or
-// defers it, or decided false to deliver it.
-func (d *Dispatcher) decideOne(r rules, j job) (res relay.Result, decided bool) {
+// decideOne applies the rules to one request, going to dst: a result when
+// a rule ends or defers it, or decided false to deliver it.
+func (d *Dispatcher) decideOne(r rules, j *job, dst destination) (res relay.Result, decided bool) {
 	req := j.req
 	if req.ExpiresAt != nil && !r.now.Before(*req.ExpiresAt) {
-		return d.expired(j, *req.ExpiresAt, "expired before it could go out"), true
+		return d.expired(*j, *req.ExpiresAt, "expired before it could go out"), true
 	}
 	cat, declared := d.cfg.Categories[req.Category]
 	if d.cfg.Categories != nil && req.Category != "" && !declared {
@@ -347,7 +383,7 @@ func (d *Dispatcher) decideOne(r rules, j job) (res relay.Result, decided bool) 
 		return relay.Dead(errors.New("the request's secrets were erased when it ended; stage a new request")).
 			WithCode(CodeSecretErased), true
 	}
-	if sp, ok := r.suppressionOf(j); ok {
+	if sp, ok := r.suppressionOf(dst, req.Category); ok {
 		// Before the critical bypass: a bounced address takes no mail,
 		// and an unsubscribed number must not be texted, whatever the
 		// request is about.
@@ -374,7 +410,7 @@ func (d *Dispatcher) decideOne(r rules, j job) (res relay.Result, decided bool) 
 		return relay.Result{}, false
 	}
 	if req.ExpiresAt != nil && !req.ExpiresAt.After(until) {
-		return d.expired(j, *req.ExpiresAt, "expires before the quiet window "+w.describe()+" ends"), true
+		return d.expired(*j, *req.ExpiresAt, "expires before the quiet window "+w.describe()+" ends"), true
 	}
 	var jitter time.Duration
 	if d.cfg.QuietHoursJitter > 0 {

@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -54,9 +53,7 @@ type Dispatcher struct {
 	channels map[string]channel
 	log      *slog.Logger
 	tel      telemetry
-	zones    sync.Map // IANA name -> *time.Location, loaded once
-	windows  sync.Map // quiet windows as stored -> []QuietWindow, decoded once
-	nWindows atomic.Int64
+	quiet    quietCache
 
 	mu    sync.Mutex
 	bound *binding // set by the first Prepare
