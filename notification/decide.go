@@ -115,17 +115,23 @@ type quietOf struct {
 // and channel.
 type scope struct{ subject, category, channel string }
 
-// readRules reads the quiet hours of subjects, the preferences that can
-// apply to scopes, the suppressions of dests, and the database's clock, in
-// one statement.
-func (d *Dispatcher) readRules(ctx context.Context, bind *binding, subjects []string, scopes []scope, dests []destination) (rules, error) {
-	r := rules{now: time.Now(), preferences: make(map[string][]Preference, len(subjects)),
-		quiet: make(map[string]quietOf, len(subjects)), suppressed: map[destination][]Suppression{}}
-	if len(subjects) == 0 && len(dests) == 0 {
+// readRules reads the quiet hours of the subjects of scopes, the
+// preferences that can apply to scopes, the suppressions of dests, and the
+// database's clock, in one statement.
+func (d *Dispatcher) readRules(ctx context.Context, bind *binding, scopes []scope, dests []destination) (rules, error) {
+	r := rules{now: time.Now(), preferences: make(map[string][]Preference, len(scopes)),
+		quiet: make(map[string]quietOf, len(scopes)), suppressed: map[destination][]Suppression{}}
+	if len(scopes) == 0 && len(dests) == 0 {
 		return r, nil
 	}
+	var subjects []string
+	seen := make(map[string]bool, len(scopes))
 	scopeSubjects, categories, scopeChannels := make([]string, len(scopes)), make([]string, len(scopes)), make([]string, len(scopes))
 	for i, sc := range scopes {
+		if !seen[sc.subject] {
+			seen[sc.subject] = true
+			subjects = append(subjects, sc.subject)
+		}
 		scopeSubjects[i], categories[i], scopeChannels[i] = sc.subject, sc.category, sc.channel
 	}
 	channels, addresses := make([]string, len(dests)), make([]string, len(dests))
@@ -249,21 +255,15 @@ func (d *Dispatcher) quietOf(ctx context.Context, zone string, windows []byte) (
 // change committed with the write that staged a request.
 func (d *Dispatcher) decide(ctx context.Context, bind *binding, b *relay.Batch, jobs []job) []job {
 	jobs = d.resolve(ctx, b, jobs)
-	var subjects []string
 	var scopes []scope
 	var dests []destination
 	jobDests := make([]destination, len(jobs))
-	seenSubject, seenScope, seenDest := make(map[string]bool, len(jobs)), make(map[scope]bool, len(jobs)),
-		make(map[destination]bool, len(jobs))
+	seenScope, seenDest := make(map[scope]bool, len(jobs)), make(map[destination]bool, len(jobs))
 	for i := range jobs {
 		j := &jobs[i]
 		// A critical request bypasses its subject's preferences and quiet
 		// hours: they are not read for it.
 		if s := j.req.Subject; s != "" && !j.req.Critical && !d.cfg.Categories[j.req.Category].Critical {
-			if !seenSubject[s] {
-				seenSubject[s] = true
-				subjects = append(subjects, s)
-			}
 			if sc := (scope{s, j.req.Category, j.req.Channel}); !seenScope[sc] {
 				seenScope[sc] = true
 				scopes = append(scopes, sc)
@@ -276,7 +276,7 @@ func (d *Dispatcher) decide(ctx context.Context, bind *binding, b *relay.Batch, 
 			dests = append(dests, dst)
 		}
 	}
-	r, err := d.readRules(ctx, bind, subjects, scopes, dests)
+	r, err := d.readRules(ctx, bind, scopes, dests)
 	if err != nil {
 		for _, j := range jobs {
 			b.Answer(j.i, d.unsureOf(j.rec, err))

@@ -2,7 +2,6 @@ package notification
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"testing"
 	"time"
@@ -11,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tidings-go/tidings/delivery"
-	"github.com/tidings-go/tidings/internal/migrate"
 	"github.com/tidings-go/tidings/internal/pgtest"
 	"github.com/tidings-go/tidings/relay"
 )
@@ -23,12 +21,7 @@ import (
 // request. Its allocations are the steady figure; its time includes the
 // server's.
 func BenchmarkDecide(b *testing.B) {
-	schema := pgtest.Schema(b, func(ctx context.Context, db *sql.DB, schema string) error {
-		if err := relay.Migrate(ctx, db, schema); err != nil {
-			return err
-		}
-		return migrate.Apply(ctx, db, schema, migrate.Set{Component: "notification", FS: Migrations()})
-	})
+	schema := rulesSchema(b)
 	q := `"` + schema + `"`
 	admin := pgtest.AdminDB(b)
 	later := time.Now().UTC().Add(6 * time.Hour)

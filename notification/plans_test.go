@@ -22,12 +22,7 @@ import (
 // where a scan looks cheapest.
 func TestRulesReadKeepsOnePlanThatProbesPrimaryKeys(t *testing.T) {
 	t.Parallel()
-	schema := pgtest.Schema(t, func(ctx context.Context, db *sql.DB, schema string) error {
-		if err := relay.Migrate(ctx, db, schema); err != nil {
-			return err
-		}
-		return migrate.Apply(ctx, db, schema, migrate.Set{Component: "notification", FS: Migrations()})
-	})
+	schema := rulesSchema(t)
 	q := `"` + schema + `"`
 	db := pgtest.AdminDB(t) // the tables' owner: only it may analyze them
 	for _, fill := range []string{
@@ -74,4 +69,15 @@ func TestRulesReadKeepsOnePlanThatProbesPrimaryKeys(t *testing.T) {
 	// The preferences come from their index alone.
 	require.Equal(t, map[string]string{"preference_pkey": "Index Only Scan", "quiet_hours_pkey": "Index Scan",
 		"suppression_pkey": "Index Scan"}, probed, "%s", raw)
+}
+
+// rulesSchema is a schema of its own with the outbox and the recipient
+// rules' tables, for the tests of this package that read them.
+func rulesSchema(tb testing.TB) string {
+	return pgtest.Schema(tb, func(ctx context.Context, db *sql.DB, schema string) error {
+		if err := relay.Migrate(ctx, db, schema); err != nil {
+			return err
+		}
+		return migrate.Apply(ctx, db, schema, migrate.Set{Component: "notification", FS: Migrations()})
+	})
 }
