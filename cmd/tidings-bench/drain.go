@@ -322,6 +322,21 @@ func (c config) drainConfigs() []drainConfig {
 	return all
 }
 
+// rotateRules turns each group of n drains (a setting, then the same with
+// each set of rules) by k places, so that across runs every set of rules
+// has each place in its group: a drain that runs first or last in its
+// group (after another's bulk load, say) then favours no set.
+func rotateRules(dcs []drainConfig, n, k int) []drainConfig {
+	out := make([]drainConfig, 0, len(dcs))
+	for g := 0; g+n <= len(dcs); g += n {
+		group := dcs[g : g+n]
+		for i := range group {
+			out = append(out, group[(i+k)%n])
+		}
+	}
+	return out
+}
+
 // ruleSets are the sets of rules each drain setting runs again with.
 func (c config) ruleSets() []ruleSet {
 	var sets []ruleSet
@@ -340,7 +355,7 @@ func drainKey(dc drainConfig) string { return "drain/" + dc.key() }
 // alternating the settings within a run.
 func runDrain(ctx context.Context, cfg config, srv server, postmaster int, res *results) error {
 	for run := 1; run <= cfg.runs; run++ {
-		for _, dc := range cfg.drainConfigs() {
+		for _, dc := range rotateRules(cfg.drainConfigs(), len(cfg.ruleSets())+1, run-1) {
 			progress("drain, run %d of %d: %s", run, cfg.runs, dc)
 			r, err := drainOnce(ctx, cfg, srv, postmaster, cfg.events, dc, 0)
 			if err != nil {
