@@ -78,9 +78,9 @@ type binding struct {
 }
 
 var (
-	_ relay.BatchSink = (*Dispatcher)(nil)
-	_ relay.Preparer  = (*Dispatcher)(nil)
-	_ relay.Purger    = (*Dispatcher)(nil)
+	_ relay.LaneSharer = (*Dispatcher)(nil)
+	_ relay.Preparer   = (*Dispatcher)(nil)
+	_ relay.Purger     = (*Dispatcher)(nil)
 )
 
 // NewDispatcher returns a dispatcher that delivers through cfg.Deliveries.
@@ -116,6 +116,20 @@ func NewDispatcher(cfg *Config) (*Dispatcher, error) {
 		log:      c.Logger.With("component", "notification", "consumer", c.Consumer),
 		tel:      tel,
 	}, nil
+}
+
+// SharedLanes names the lanes whose records of one batch the dispatcher
+// holds one connection for: the channels whose requests share a commit
+// (Config.Commit), and LaneFeedback, whose reports and receipts it
+// applies one transaction at a time. relay.Supervise asks it at start.
+func (d *Dispatcher) SharedLanes() []string {
+	lanes := []string{LaneFeedback}
+	for name, ch := range d.channels {
+		if ch.shared {
+			lanes = append(lanes, name)
+		}
+	}
+	return lanes
 }
 
 // Prepare binds the dispatcher to the pool and schema of the relay that

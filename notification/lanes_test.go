@@ -16,19 +16,38 @@ import (
 )
 
 // G7 by default: a provider that hangs holds its channel's lane at the
-// relay's default LaneLimit while 100,000 of its requests wait; the rows
-// that wait stay untouched in the table (no claim locks or updates them)
-// while mail drains through the rest of the slots.
+// relay's defaults while 100,000 of its requests wait: a channel that
+// commits each request alone at three quarters of the default
+// Connections, one whose requests share a commit at the default
+// LaneLimit, in one batch. The rows that wait stay untouched in the table
+// (no claim locks or updates them) while mail drains through the rest of
+// the connections.
 func TestAHangingChannelWaitsUntouchedWhileAnotherDrains(t *testing.T) {
 	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		commit notification.Commit
+		limit  int // the hanging channel's deliveries in flight
+	}{
+		{"each", notification.CommitEach, relay.ConnectionsDefault * 3 / 4},
+		{"shared", notification.CommitShared, relay.ConcurrencyDefault * 3 / 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			hangingChannelWaitsUntouched(t, tc.commit, tc.limit)
+		})
+	}
+}
+
+func hangingChannelWaitsUntouched(t *testing.T, commit notification.Commit, limit int) {
 	b := setup(t)
-	// Every delivery holds a connection for its claim's transaction: room
-	// for every slot, and for the relay's own statements.
-	pool := pgtest.Open(t, relay.ConcurrencyDefault+10)
+	// The default connections, and a few for the relay's own statements.
+	pool := pgtest.Open(t, relay.ConnectionsDefault+10)
 	hang := newBlocked() // answers only when its context ends
 	cfg := b.config()
 	cfg.Deliveries = map[string]delivery.Delivery{"mail": b.mail, "sms": hang}
-	rc := b.relayConfig(t) // the default Concurrency and LaneLimit
+	cfg.Commit = map[string]notification.Commit{"sms": commit}
+	rc := b.relayConfig(t) // the default Concurrency, Connections and LaneLimit
 
 	const held = 100_000
 	for start := 0; start < held; start += 5000 {
@@ -41,24 +60,10 @@ func TestAHangingChannelWaitsUntouchedWhileAnotherDrains(t *testing.T) {
 	}
 	supervise(t, pool, rc, b.dispatcher(t, cfg))
 
-	limit := relay.ConcurrencyDefault * 3 / 4
 	require.Eventually(t, func() bool { return hang.callCount() >= limit }, 30*time.Second, 10*time.Millisecond,
 		"the hanging channel fills its lane: want %d deliveries in flight", limit)
 	// The row versions of the SMS requests not yet claimed.
-	versions := func() map[string]string {
-		rows, err := b.db.QueryContext(t.Context(), `SELECT id, xmin::text || ':' || xmax::text
-			FROM "`+b.schema+`".outbox WHERE lane = 'sms' AND hands = 0`)
-		require.NoError(t, err)
-		defer rows.Close()
-		m := map[string]string{}
-		for rows.Next() {
-			var id, v string
-			require.NoError(t, rows.Scan(&id, &v))
-			m[id] = v
-		}
-		require.NoError(t, rows.Err())
-		return m
-	}
+	versions := func() map[string]string { return pgtest.RowVersions(t, b.db, b.schema, "lane = 'sms' AND hands = 0") }
 	before := versions()
 
 	mail := make([]notification.Request, 2000)

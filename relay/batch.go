@@ -37,6 +37,18 @@ type BatchSink interface {
 	HandleBatch(ctx context.Context, b *Batch)
 }
 
+// A LaneSharer is a BatchSink that holds one database connection for all
+// the records of some lanes in a batch, where it holds one per record of
+// any other: the notification dispatcher commits the requests of a
+// channel that shares commits in one transaction per batch. Config's
+// Connections counts a shared lane's records in one batch as one
+// connection, released once the last of them leaves its slot. Supervise
+// asks for the lanes once, at start.
+type LaneSharer interface {
+	BatchSink
+	SharedLanes() []string
+}
+
 // Batch is a claimed batch of records on its way through a BatchSink. Its
 // methods are safe for concurrent use.
 type Batch struct {
@@ -46,6 +58,33 @@ type Batch struct {
 
 	mu      sync.Mutex
 	answers []answer
+	shared  map[string]int // records of each shared lane still in their slots
+}
+
+// newBatch is the batch of a claim's recs, handed by s.
+func newBatch(s *supervisor, recs []Record) *Batch {
+	b := &Batch{recs: recs, s: s, at: time.Now(), answers: make([]answer, len(recs)), shared: map[string]int{}}
+	for _, rec := range recs {
+		if s.shared[rec.Lane] {
+			b.shared[rec.Lane]++
+		}
+	}
+	return b
+}
+
+// leave counts record i out of its slot and returns its lane if that was
+// the batch's last record of a shared lane, whose connection is then
+// free. b.mu is held.
+func (b *Batch) leave(i int) (ended []string) {
+	lane := b.recs[i].Lane
+	n, ok := b.shared[lane]
+	if !ok {
+		return nil
+	}
+	if b.shared[lane] = n - 1; n == 1 {
+		return []string{lane}
+	}
+	return nil
 }
 
 // answer is where one record's result stands.
@@ -89,11 +128,15 @@ func (b *Batch) Answer(i int, res Result) {
 	wasOpen := a.state == unanswered
 	a.state, a.res = answered, b.final(i, res)
 	res = a.res
+	var ended []string
+	if wasOpen {
+		ended = b.leave(i)
+	}
 	b.mu.Unlock()
 	if b.s != nil {
 		b.s.answered(b.recs[i], res, time.Since(b.at), true)
 		if wasOpen {
-			b.s.release(b.recs[i])
+			b.s.release([]Record{b.recs[i]}, ended)
 		}
 	}
 }
@@ -103,15 +146,16 @@ func (b *Batch) Answer(i int, res Result) {
 // if and only if tx commits. Call Committed once tx committed; if it did
 // not, Answer those records again (Unsure, typically). The error is the
 // statement's: tx is then in error and must be rolled back. The records
-// leave their slots of Concurrency and LaneLimit here, not at the commit:
-// their work is done, and the relay claims the next records while tx
-// commits.
+// leave their slots of Concurrency and LaneLimit here, and their
+// connections of Connections, not at the commit: their work is done, and
+// the relay claims the next records while tx commits.
 func (b *Batch) SettleIn(ctx context.Context, tx dbtx.Execer, idx []int, results []Result) error {
 	if len(idx) != len(results) {
 		return fmt.Errorf("relay: settle in a transaction: %d records but %d results", len(idx), len(results))
 	}
 	st := make([]settlement, 0, len(idx))
 	var freed []Record
+	var ended []string
 	b.mu.Lock()
 	for k, i := range idx {
 		a := &b.answers[i]
@@ -120,6 +164,7 @@ func (b *Batch) SettleIn(ctx context.Context, tx dbtx.Execer, idx []int, results
 		}
 		if a.state == unanswered {
 			freed = append(freed, b.recs[i])
+			ended = append(ended, b.leave(i)...)
 		}
 		a.state, a.res = written, b.final(i, results[k])
 		st = append(st, settlementOf(b.recs[i], a.res))
@@ -130,7 +175,7 @@ func (b *Batch) SettleIn(ctx context.Context, tx dbtx.Execer, idx []int, results
 	}
 	// The sink's work on these records is done but for its commit: their
 	// slots are free, so the next claim runs while this one commits.
-	b.s.release(freed...)
+	b.s.release(freed, ended)
 	if _, err := tx.ExecContext(ctx, b.s.ob.q.settle, settleArgs(st)...); err != nil {
 		return fmt.Errorf("relay: settle in a transaction: %w", err)
 	}

@@ -14,8 +14,9 @@ import (
 
 // Defaults of Config. A zero field of Config means its default.
 const (
-	BatchSizeDefault     = 50
-	ConcurrencyDefault   = 50
+	BatchSizeDefault     = 500
+	ConcurrencyDefault   = 500
+	ConnectionsDefault   = 50
 	HandTimeoutDefault   = 30 * time.Second
 	LeaseDefault         = 2 * HandTimeoutDefault
 	SweepIntervalDefault = 30 * time.Second
@@ -48,19 +49,33 @@ type Config struct {
 	Listener Listener
 
 	// BatchSize is the most records one claim takes; of one lane it
-	// takes at most 1,000, whatever BatchSize. Default 50.
+	// takes at most 1,000, whatever BatchSize. Default 500.
 	BatchSize int
 
 	// Concurrency is the most records handed at once; the relay claims only
 	// as many as it can start, so no claimed record waits unstarted. A
 	// record that a BatchSink settles in its own transaction
 	// (Batch.SettleIn) leaves its slot there, while that transaction
-	// commits. Default 50. The pool of the *sql.DB must allow at least
-	// this many connections if the sink holds one for each record, and
-	// keep as many idle (SetMaxIdleConns; database/sql keeps 2 by
-	// default): otherwise it opens and closes a PostgreSQL session for
-	// almost every record.
+	// commits. Default 500.
 	Concurrency int
+
+	// Connections is the most database connections the sink holds for
+	// its work at once, as the relay counts them: one for each record in
+	// flight, except that a LaneSharer holds one for all the records of
+	// a shared lane in one batch (the notification dispatcher's
+	// transaction for a channel whose requests share a commit). The
+	// relay claims no record that would take a connection over it, so a
+	// sink that commits each record alone has at most Connections
+	// records in flight, and one that shares a lane takes that lane's
+	// due records in batches of up to LaneLimit, however few connections
+	// are free. One lane holds at most three quarters of Connections
+	// (at least one), so a lane whose provider hangs leaves the others
+	// a quarter. Default 50. Give the pool of the *sql.DB that many
+	// connections and a few for the relay's own statements
+	// (SetMaxOpenConns), and keep them idle (SetMaxIdleConns;
+	// database/sql keeps 2 by default): otherwise it opens and closes a
+	// PostgreSQL session for almost every transaction.
+	Connections int
 
 	// LaneLimit is the most records of one lane (Message.Lane; for
 	// notifications, the channel) in flight at once. The claim takes no
@@ -145,6 +160,7 @@ func (c Config) withDefaults() Config {
 	}
 	def(&c.BatchSize, BatchSizeDefault)
 	def(&c.Concurrency, ConcurrencyDefault)
+	def(&c.Connections, ConnectionsDefault)
 	def(&c.LaneLimit, max(c.Concurrency*3/4, 1))
 	def(&c.MaxHands, MaxHandsDefault)
 	def(&c.MaxUnsure, MaxUnsureDefault)
@@ -160,6 +176,10 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// laneConnections is the most connections one lane holds: three quarters
+// of Connections, at least one.
+func (c Config) laneConnections() int { return max(c.Connections*3/4, 1) }
+
 func (c Config) validate() error {
 	if err := ident.Check("Module", c.Module); err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
@@ -173,6 +193,7 @@ func (c Config) validate() error {
 	}{
 		{"BatchSize", int64(c.BatchSize)},
 		{"Concurrency", int64(c.Concurrency)},
+		{"Connections", int64(c.Connections)},
 		{"LaneLimit", int64(c.LaneLimit)},
 		{"MaxHands", int64(c.MaxHands)},
 		{"MaxUnsure", int64(c.MaxUnsure)},

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tidings-go/tidings/internal/pgtest"
 	"github.com/tidings-go/tidings/internal/testwait"
 	"github.com/tidings-go/tidings/relay"
 )
@@ -55,19 +56,7 @@ func TestLaneAtItsLimitIsNotClaimedWhileAnotherDrains(t *testing.T) {
 
 	// The slow lane holds its four slots; the other 996 rows wait.
 	b.eventually(t, "lane = 'slow' AND hands > 0", 4, 10*time.Second)
-	versions := func() map[string]string {
-		rows, err := b.db.QueryContext(t.Context(), `SELECT id, xmin::text || ':' || xmax::text FROM "`+b.schema+`".outbox WHERE lane = 'slow' AND hands = 0`)
-		require.NoError(t, err)
-		defer rows.Close()
-		m := map[string]string{}
-		for rows.Next() {
-			var id, xmin string
-			require.NoError(t, rows.Scan(&id, &xmin))
-			m[id] = xmin
-		}
-		require.NoError(t, rows.Err())
-		return m
-	}
+	versions := func() map[string]string { return pgtest.RowVersions(t, b.db, b.schema, "lane = 'slow' AND hands = 0") }
 	before := versions()
 	require.Len(t, before, 996)
 

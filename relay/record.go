@@ -32,7 +32,8 @@ type Message struct {
 	// "notification.requested". Required; at most 200 bytes, printable.
 	Kind string
 	// Lane groups records that share a limit on how many may be in flight
-	// at once (Config.LaneLimit), such as a provider's: notifications use
+	// at once (Config.LaneLimit, and its share of Config.Connections),
+	// such as a provider's: notifications use
 	// their channel. At most 200 bytes, printable; empty is a lane too.
 	Lane string
 	// Payload is the record's body. Required; must be valid JSON.

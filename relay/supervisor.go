@@ -40,9 +40,10 @@ var ErrNoSink = errors.New("relay: sink is nil")
 //     falls due;
 //   - claim: up to cfg.BatchSize due records, never more than free hand
 //     slots (cfg.Concurrency) nor more of a lane than its room
-//     (cfg.LaneLimit), leased for cfg.Lease in the claim's commit;
+//     (cfg.LaneLimit) nor than the sink's free connections
+//     (cfg.Connections), leased for cfg.Lease in the claim's commit;
 //   - hand: a BatchSink gets the claimed batch whole; any other Sink gets
-//     each record in its own goroutine, at most cfg.Concurrency at once, in
+//     each record in its own goroutine, at most cfg.Connections at once, in
 //     a context that carries the staging write's trace, baggage,
 //     correlation id and (as causation) the record's id;
 //   - settle: the sink's Result, batched, fenced by the hand it belongs to
@@ -102,10 +103,16 @@ type supervisor struct {
 	listening    atomic.Bool // the LISTEN session is up
 	listenedOnce atomic.Bool // it has been, so the next Listening is a reconnect
 
+	shared map[string]bool // the lanes a LaneSharer shares
+
 	mu       sync.Mutex
-	inFlight int            // records claimed and not yet answered (or written by the sink)
-	lanes    map[string]int // of them, by lane
+	inFlight int                // records claimed and not yet answered (or written by the sink)
+	conns    int                // connections the sink holds for them
+	lanes    map[string]laneUse // both, by lane
 }
+
+// laneUse is what one lane has in flight.
+type laneUse struct{ records, conns int }
 
 func newSupervisor(db *sql.DB, cfg Config, sink Sink) (*supervisor, error) {
 	ob, err := NewOutbox(&OutboxConfig{Schema: cfg.Schema, TracerProvider: cfg.TracerProvider})
@@ -126,9 +133,15 @@ func newSupervisor(db *sql.DB, cfg Config, sink Sink) (*supervisor, error) {
 		wake:    make(chan struct{}, 1),
 		freed:   make(chan struct{}, 1),
 		settles: make(chan settlement, cfg.Concurrency),
-		lanes:   map[string]int{},
+		lanes:   map[string]laneUse{},
+		shared:  map[string]bool{},
 	}
 	s.batch, _ = sink.(BatchSink)
+	if ls, ok := sink.(LaneSharer); ok {
+		for _, lane := range ls.SharedLanes() {
+			s.shared[lane] = true
+		}
+	}
 	return s, nil
 }
 
@@ -153,7 +166,7 @@ func (s *supervisor) run(ctx context.Context) error {
 	}
 	defer func() { _ = gauges.Unregister() }()
 	s.log.InfoContext(ctx, "relay started", "schema", s.cfg.Schema, "listen", s.cfg.Listener != nil,
-		"batch_size", s.cfg.BatchSize, "concurrency", s.cfg.Concurrency, "lane_limit", s.cfg.LaneLimit,
+		"batch_size", s.cfg.BatchSize, "concurrency", s.cfg.Concurrency, "connections", s.cfg.Connections, "lane_limit", s.cfg.LaneLimit,
 		"lease", s.cfg.Lease, "batches", s.batch != nil)
 
 	// Hands run in a context that outlives ctx by the grace period.
@@ -176,8 +189,11 @@ func (s *supervisor) run(ctx context.Context) error {
 		// relay, not on one per record: a fresh goroutine grows its stack
 		// through the sink's calls on every record, which took a tenth of
 		// the relay's CPU in a drain.
-		queue := make(chan Record, s.cfg.Concurrency)
-		for range s.cfg.Concurrency {
+		// A record sink holds a connection for each record, so no more
+		// than Connections run at once.
+		workers := min(s.cfg.Concurrency, s.cfg.Connections)
+		queue := make(chan Record, workers)
+		for range workers {
 			hands.Go(func() {
 				for rec := range queue {
 					s.hand(work, rec)
@@ -208,21 +224,21 @@ func (s *supervisor) claimLoop(ctx context.Context, handOut func([]Record)) {
 	<-timer.C
 	var backoff time.Duration
 	for ctx.Err() == nil {
-		free, lanes, rooms, full := s.room()
-		if free == 0 {
+		r := s.room()
+		if r.free == 0 {
 			select {
 			case <-s.freed:
 			case <-ctx.Done():
 			}
 			continue
 		}
-		limit := min(free, s.cfg.BatchSize)
+		limit := min(r.free, s.cfg.BatchSize)
 		// The claim does not end with ctx: a claim the server committed
 		// after a cancelled caller stopped listening would leave its
 		// records leased for a whole lease by a relay that is gone. Its
 		// answer is awaited for the grace period, and released below.
 		claimCtx, cancelClaim := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.GracePeriod)
-		recs, next, err := s.claim(claimCtx, limit, lanes, rooms)
+		recs, next, err := s.claim(claimCtx, limit, r)
 		cancelClaim()
 		if err != nil {
 			if ctx.Err() != nil {
@@ -255,9 +271,9 @@ func (s *supervisor) claimLoop(ctx context.Context, handOut func([]Record)) {
 		// The claim's answer of the next due time leaves out the lanes it
 		// gave records of: it holds if each of them ran out of room, not
 		// of due rows, and is full now.
-		_, _, _, full = s.room()
+		full := s.room().full
 		switch {
-		case !s.filled(recs, limit, lanes, rooms):
+		case !r.filled(recs, limit):
 			next.known = false // a lane ran out of due rows: when its next falls due, only the database can say
 		case !allFull(recs, full):
 			continue // records finished while the claim ran: their lanes have room again, and rows due
@@ -278,73 +294,136 @@ func (s *supervisor) claimLoop(ctx context.Context, handOut func([]Record)) {
 	}
 }
 
-// room reports what the next claim may take: free hand slots, and the
-// room of each lane with records in flight (full are those with none).
-func (s *supervisor) room() (free int, lanes []string, rooms []int64, full []string) {
+// rooms is what the next claim may take: free is the records it may
+// take (none when no connection is free either), and each lane takes at
+// most its room: the one listed in lanes and rooms (the lanes with
+// records in flight, and the shared lanes), or else other. full are the
+// lanes with no room.
+type rooms struct {
+	free  int
+	lanes []string
+	rooms []int64
+	other int
+	full  []string
+}
+
+// room reports what the next claim may take. A lane's room is what its
+// records in flight leave of LaneLimit and, for a lane that takes a
+// connection per record, what its connections and the free connections
+// leave; a shared lane takes its room whole while one connection is free
+// for its batch, within its share.
+func (s *supervisor) room() rooms {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for lane, n := range s.lanes {
-		room := max(s.cfg.LaneLimit-n, 0)
-		lanes, rooms = append(lanes, lane), append(rooms, int64(room))
+	freeConns, laneConns := s.cfg.Connections-s.conns, s.cfg.laneConnections()
+	if freeConns <= 0 {
+		return rooms{}
+	}
+	r := rooms{free: s.cfg.Concurrency - s.inFlight, other: min(s.cfg.LaneLimit, laneConns, freeConns)}
+	add := func(lane string) {
+		u := s.lanes[lane]
+		room := s.cfg.LaneLimit - u.records
+		switch {
+		case !s.shared[lane]:
+			room = min(room, laneConns-u.conns, freeConns)
+		case u.conns >= laneConns:
+			room = 0
+		}
+		room = max(room, 0)
+		r.lanes, r.rooms = append(r.lanes, lane), append(r.rooms, int64(room))
 		if room == 0 {
-			full = append(full, lane)
+			r.full = append(r.full, lane)
 		}
 	}
-	return s.cfg.Concurrency - s.inFlight, lanes, rooms, full
-}
-
-// take counts claimed records as in flight.
-func (s *supervisor) take(recs []Record) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.inFlight += len(recs)
-	for _, rec := range recs {
-		s.lanes[rec.Lane]++
+	for lane := range s.lanes {
+		add(lane)
 	}
-}
-
-// release counts recs out of flight, and wakes the claim loop when that
-// gives room where there was none. A batch's records are released
-// together: released one by one, the first would wake the claim loop
-// into a claim of one record, and the lane's next batch would come in
-// pieces.
-func (s *supervisor) release(recs ...Record) {
-	if len(recs) == 0 {
-		return
-	}
-	s.mu.Lock()
-	wasFull := s.inFlight == s.cfg.Concurrency
-	s.inFlight -= len(recs)
-	for _, rec := range recs {
-		wasFull = wasFull || s.lanes[rec.Lane] == s.cfg.LaneLimit
-		if s.lanes[rec.Lane]--; s.lanes[rec.Lane] == 0 {
-			delete(s.lanes, rec.Lane)
+	for lane := range s.shared {
+		if _, listed := s.lanes[lane]; !listed {
+			add(lane)
 		}
 	}
-	s.mu.Unlock()
-	if wasFull {
-		s.poke(s.freed)
-	}
+	return r
 }
 
-// filled reports whether a claim of up to limit records, with lanes and
-// rooms as it was given them, gave each lane it gave records of all the
-// room it had.
-func (s *supervisor) filled(recs []Record, limit int, lanes []string, rooms []int64) bool {
+// filled reports whether a claim of up to limit records, given r, gave
+// each lane it gave records of all the room it had.
+func (r rooms) filled(recs []Record, limit int) bool {
 	got := map[string]int{}
 	for _, rec := range recs {
 		got[rec.Lane]++
 	}
 	for lane, n := range got {
-		room := s.cfg.LaneLimit
-		if i := slices.Index(lanes, lane); i >= 0 {
-			room = int(rooms[i])
+		room := r.other
+		if i := slices.Index(r.lanes, lane); i >= 0 {
+			room = int(r.rooms[i])
 		}
 		if n < min(limit, room) {
 			return false
 		}
 	}
 	return true
+}
+
+// take counts the records of a claim (one batch) as in flight, with the
+// connections they take: one per record, and one per shared lane.
+func (s *supervisor) take(recs []Record) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inFlight += len(recs)
+	batched := map[string]bool{} // the shared lanes of the batch
+	for _, rec := range recs {
+		u := s.lanes[rec.Lane]
+		u.records++
+		if !s.shared[rec.Lane] || !batched[rec.Lane] {
+			batched[rec.Lane] = true
+			u.conns++
+			s.conns++
+		}
+		s.lanes[rec.Lane] = u
+	}
+}
+
+// release counts recs out of flight, with their connections, and the
+// connection of each lane of ended, a shared lane whose last record of a
+// batch is among recs. It wakes the claim loop when that gives room
+// where there was none. A batch's records are released together:
+// released one by one, the first would wake the claim loop into a claim
+// of one record, and the lane's next batch would come in pieces.
+func (s *supervisor) release(recs []Record, ended []string) {
+	if len(recs) == 0 {
+		return
+	}
+	s.mu.Lock()
+	laneConns := s.cfg.laneConnections()
+	wasFull := s.inFlight == s.cfg.Concurrency || s.conns >= s.cfg.Connections
+	s.inFlight -= len(recs)
+	drop := func(lane string, records, conns int) {
+		u := s.lanes[lane]
+		wasFull = wasFull || u.records == s.cfg.LaneLimit || u.conns >= laneConns
+		u.records -= records
+		u.conns -= conns
+		s.conns -= conns
+		if u.records == 0 {
+			delete(s.lanes, lane)
+			return
+		}
+		s.lanes[lane] = u
+	}
+	for _, rec := range recs {
+		conns := 1
+		if s.shared[rec.Lane] {
+			conns = 0
+		}
+		drop(rec.Lane, 1, conns)
+	}
+	for _, lane := range ended {
+		drop(lane, 0, 1)
+	}
+	s.mu.Unlock()
+	if wasFull {
+		s.poke(s.freed)
+	}
 }
 
 // allFull reports whether the lane of every record is in full.
@@ -367,10 +446,10 @@ type due struct {
 // claim leases up to limit due records, no more of a lane than its room,
 // and tells when the next one falls due if it can. Records handed too
 // often come back dead from the claim itself and are only reported.
-func (s *supervisor) claim(ctx context.Context, limit int, lanes []string, rooms []int64) ([]Record, due, error) {
+func (s *supervisor) claim(ctx context.Context, limit int, r rooms) ([]Record, due, error) {
 	var next due
 	rows, err := s.db.QueryContext(ctx, s.ob.q.claim, s.cfg.Module, limit, s.cfg.Lease.Seconds(), s.cfg.MaxHands,
-		s.cfg.LaneLimit, pgarray.Of(lanes), pgarray.Of(rooms))
+		r.other, pgarray.Of(r.lanes), pgarray.Of(r.rooms))
 	if err != nil {
 		return nil, next, fmt.Errorf("claim: %w", err)
 	}
@@ -450,7 +529,7 @@ func (s *supervisor) hand(work context.Context, rec Record) {
 		span.SetStatus(codes.Error, res.text)
 	}
 	s.answered(rec, res, time.Since(start), true)
-	s.release(rec)
+	s.release([]Record{rec}, nil)
 }
 
 // call runs the record sink, turning a panic into a retry after the lease,
@@ -471,7 +550,7 @@ func (s *supervisor) handBatch(work context.Context, recs []Record) {
 	ctx, cancel := context.WithTimeoutCause(work, s.cfg.HandTimeout,
 		fmt.Errorf("%w: HandTimeout of %s passed", ErrHandTimeout, s.cfg.HandTimeout))
 	defer cancel()
-	b := &Batch{recs: recs, s: s, at: time.Now(), answers: make([]answer, len(recs))}
+	b := newBatch(s, recs)
 	code, why := CodeNoAnswer, "the sink returned without an answer for the record"
 	func() {
 		defer func() {

@@ -67,7 +67,7 @@ func runChild(ctx context.Context, arg string) error {
 	}
 	defer func() { _ = stopProfile() }()
 	dc := drainConfig{commit: cc.Commit, batch: cc.Batch, conc: cc.Conc, lane: cc.Lane}
-	db, err := openPool(ctx, cc.Driver, cc.DSN, dc.poolSize())
+	db, err := openPool(ctx, cc.Driver, cc.DSN, relayPool)
 	if err != nil {
 		return err
 	}

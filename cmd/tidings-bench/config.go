@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tidings-go/tidings/relay"
 )
 
 // errUsage is a command line that cannot run; flag has said why.
@@ -101,8 +103,8 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 
 	fs.IntVar(&c.events, "events", 100_000, "drain: requests staged in advance")
 	fs.StringVar(&commits, "commit", "auto:dropped,auto:sends", "drain: how the channel's claims commit: each (notification.CommitEach), shared (CommitShared), or CommitAuto, the default, with a delivery that declares what a repeat does: auto:dropped (delivery.RepeatDropped) or auto:sends (RepeatSends)")
-	fs.StringVar(&batches, "batch", "50", "drain: relay BatchSize values")
-	fs.StringVar(&conc, "concurrency", "50", "drain: relay Concurrency values")
+	fs.StringVar(&batches, "batch", fmt.Sprint(relay.BatchSizeDefault), "drain: relay BatchSize values")
+	fs.StringVar(&conc, "concurrency", fmt.Sprint(relay.ConcurrencyDefault), "drain: relay Concurrency values")
 	fs.BoolVar(&c.rules, "rules", false, "drain: run each setting twice, without and with every recipient rule on (a subject with preferences and quiet hours, a category, an expiry, a dedup key and a secret per request)")
 	fs.BoolVar(&c.policies, "policies", false, "drain: run each setting also with the recipient policies alone on: as -rules, without the dedup key and the secret")
 	fs.StringVar(&drains, "drain", "", "drain: explicit settings as commit/BatchSize/Concurrency triples, e.g. auto:dropped/50/50,shared/500/500, with an optional fourth LaneLimit (each/50/50/50; the relay's default otherwise); overrides -commit, -batch and -concurrency")
@@ -136,7 +138,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.cpuprofile, "cpuprofile", "", "write a CPU profile of this process to the file (a backlog child writes FILE.backlog-N)")
 
 	fs.StringVar(&c.out, "out", "", "directory to write the report (report.md, also on stdout), its SVG charts and "+resultsFile+" into; empty writes the report to stdout only")
-	fs.StringVar(&baselineArg, "baseline", "", "the default drain of a module with no protection (auto:sends/50/50) before: a fraction of the ceiling, e.g. 0.10, or an earlier run's "+resultsFile)
+	fs.StringVar(&baselineArg, "baseline", "", "the default drain of a module with no protection (auto:sends at the relay's defaults) before: a fraction of the ceiling, e.g. 0.10, or an earlier run's "+resultsFile)
 
 	if err := fs.Parse(args); err != nil {
 		return c, errUsage

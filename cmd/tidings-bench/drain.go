@@ -95,22 +95,10 @@ func (d drainConfig) repeats() delivery.Repeat {
 	return delivery.RepeatSends
 }
 
-// shared reports whether the requests of a batch share a commit, as the
-// dispatcher decides it for d.
-func (d drainConfig) shared() bool {
-	return d.mode() == notification.CommitShared ||
-		d.mode() == notification.CommitAuto && d.repeats() != delivery.RepeatSends
-}
-
-// poolSize is enough connections for the relay and every hand: each
-// request delivered alone holds one for its claim's transaction; a shared
-// commit holds one for a whole batch of the channel.
-func (d drainConfig) poolSize() int {
-	if d.shared() {
-		return min(d.conc, 90) + 10
-	}
-	return d.conc + 10
-}
+// relayPool is the size of a relay's pool: the default Connections,
+// which bound what the hands hold, and a few for the relay's own
+// statements.
+const relayPool = relay.ConnectionsDefault + 10
 
 func (d drainConfig) relayConfig(s benchSchema, l relay.Listener) relay.Config {
 	return relay.Config{Module: module, Schema: s.name, Listener: l, BatchSize: d.batch, Concurrency: d.conc,
@@ -154,7 +142,7 @@ func drainOnce(ctx context.Context, cfg config, srv server, postmaster int, n in
 		return r, err
 	}
 	defer own.Close()
-	db, err := openPool(ctx, srv.driver, srv.dsn, dc.poolSize())
+	db, err := openPool(ctx, srv.driver, srv.dsn, relayPool)
 	if err != nil {
 		return r, err
 	}

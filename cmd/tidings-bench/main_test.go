@@ -31,10 +31,10 @@ func TestEveryScenarioRuns(t *testing.T) {
 	dir := t.TempDir()
 	err := run(t.Context(), []string{
 		"-out", dir, "-rules",
-		"-events", "300", "-drain", "auto:dropped/50/50,auto:sends/50/50,shared/50/200",
+		"-events", "300", "-drain", "auto:dropped/500/500,auto:sends/500/500,shared/50/200",
 		"-rate", "200,400", "-duration", "1s", "-warmup", "100ms", "-steady-writers", "4", "-wake", "listen,after,poll10ms",
 		"-writers", "1,4", "-stage-duration", "1s",
-		"-sustain", "2s", "-window", "100ms", "-sustain-events", "2000",
+		"-sustain", "2s", "-window", "100ms", "-sustain-events", "8000",
 		"-backlog", "200,400",
 		"-ceiling-duration", "1s", "-ceiling-clients1", "2", "-ceiling-clients50", "2",
 		"-ceiling-rows1", "3000", "-ceiling-rows50", "10000",
@@ -51,10 +51,10 @@ func TestEveryScenarioRuns(t *testing.T) {
 		"| relay LISTEN (sweep 30 s), commit auto:dropped, 400/s: p99 | ms |",
 		"| drain 300, commit shared, BatchSize 50, Concurrency 200: first to last settle | events/s |",
 		"### Sustained drain",
-		"| drain 300, commit auto:dropped, BatchSize 50, Concurrency 50, every rule: first to last settle | events/s |",
+		"| drain 300, commit auto:dropped, BatchSize 500, Concurrency 500, every rule: first to last settle | events/s |",
 		"### Targets",
-		"| default drain, a module whose provider drops a repeated key (auto:dropped/50/50) |",
-		"| the recipient rules and the timeline, auto:sends/50/50 |",
+		"| default drain, a module whose provider drops a repeated key (auto:dropped/500/500) |",
+		"| the recipient rules and the timeline, auto:sends/500/500 |",
 		"![Drain rate per setting (commit/BatchSize/Concurrency)](drain.svg)",
 	} {
 		if !strings.Contains(report, want) {
@@ -63,7 +63,7 @@ func TestEveryScenarioRuns(t *testing.T) {
 	}
 	// The backlog runs the best drain setting of the run, whichever of
 	// the three that was on a machine this busy.
-	if !regexp.MustCompile(`\| backlog 400, commit [a-z:]+, BatchSize 50, Concurrency (50|200): relay peak RSS \(VmHWM\) \| MiB \|`).MatchString(report) {
+	if !regexp.MustCompile(`\| backlog 400, commit [a-z:]+, BatchSize (50|500), Concurrency (200|500): relay peak RSS \(VmHWM\) \| MiB \|`).MatchString(report) {
 		t.Errorf("the report lacks the backlog's peak RSS:\n%s", report)
 	}
 	saved, err := os.ReadFile(filepath.Join(dir, "report.md"))

@@ -146,7 +146,7 @@ func summarize(committed []int64, took []time.Duration, starts, hands func(i int
 // steadyOnce runs the relay with wake-up path w and stages at rate.
 func steadyOnce(ctx context.Context, cfg config, srv server, rate int, w wake, commit string) (steadyResult, error) {
 	dc := drainConfig{commit: commit, batch: relay.BatchSizeDefault, conc: relay.ConcurrencyDefault}
-	db, err := openPool(ctx, srv.driver, srv.dsn, cfg.steadyWriters+dc.poolSize()+1)
+	db, err := openPool(ctx, srv.driver, srv.dsn, cfg.steadyWriters+relayPool+1)
 	if err != nil {
 		return steadyResult{}, err
 	}

@@ -40,17 +40,17 @@ func find(t *testing.T, ts map[string]target, prefix string) target {
 func TestTargets(t *testing.T) {
 	t.Parallel()
 	medians := map[string]float64{
-		ceilDeliver50:                           48000,
-		"drain/auto:dropped/b50/c50/l0/rfalse":  20000, // 0.42 of the ceiling
-		"drain/auto:dropped/b50/c50/l0/rtrue":   18000, // 0.90 of the same without
-		"drain/auto:sends/b50/c50/l0/rfalse":    4800,  // 0.10
-		"drain/auto:sends/b50/c50/l0/rtrue":     3600,  // 0.75
-		"drain/shared/b500/c500/l0/rfalse":      36000, // 0.75, the best
-		"drain/shared/b500/c500/l0/rtrue":       40000, // faster with the rules: not a best setting
-		"drain/auto:sends/b50/c50/l0/rpolicies": 4700,  // 0.98
-		"drain/shared/b500/c500/l0/rpolicies":   30000, // 0.83
+		ceilDeliver50:                             48000,
+		"drain/auto:dropped/b500/c500/l0/rfalse":  20000, // 0.42 of the ceiling
+		"drain/auto:dropped/b500/c500/l0/rtrue":   18000, // 0.90 of the same without
+		"drain/auto:sends/b500/c500/l0/rfalse":    4800,  // 0.10
+		"drain/auto:sends/b500/c500/l0/rtrue":     3600,  // 0.75
+		"drain/shared/b500/c1000/l0/rfalse":       36000, // 0.75, the best
+		"drain/shared/b500/c1000/l0/rtrue":        40000, // faster with the rules: not a best setting
+		"drain/auto:sends/b500/c500/l0/rpolicies": 4700,  // 0.98
+		"drain/shared/b500/c1000/l0/rpolicies":    30000, // 0.83
 	}
-	args := []string{"-drain", "auto:dropped/50/50,auto:sends/50/50,shared/500/500", "-rules", "-policies"}
+	args := []string{"-drain", "auto:dropped/500/500,auto:sends/500/500,shared/500/1000", "-rules", "-policies"}
 
 	t.Run("NoBaseline", func(t *testing.T) {
 		t.Parallel()
@@ -61,13 +61,13 @@ func TestTargets(t *testing.T) {
 		require.True(t, strings.HasPrefix(dropped.verdict, "missed by 0.0833 of the ceiling"), dropped.verdict)
 		require.Equal(t, "no baseline (give -baseline)", find(t, ts, "default drain, a module with no protection").verdict)
 		best := find(t, ts, "best drain setting")
-		require.Contains(t, best.measured, "shared/500/500: 36000")
+		require.Contains(t, best.measured, "shared/500/1000: 36000")
 		require.Equal(t, "met", best.verdict)
-		require.Equal(t, "met", find(t, ts, "the recipient rules and the timeline, auto:dropped/50/50").verdict)
-		require.True(t, strings.HasPrefix(find(t, ts, "the recipient rules and the timeline, auto:sends/50/50").verdict, "missed by 0.1"))
+		require.Equal(t, "met", find(t, ts, "the recipient rules and the timeline, auto:dropped/500/500").verdict)
+		require.True(t, strings.HasPrefix(find(t, ts, "the recipient rules and the timeline, auto:sends/500/500").verdict, "missed by 0.1"))
 		policies := "the recipient policies alone (no dedup key, no secret), "
-		require.Equal(t, "met", find(t, ts, policies+"auto:sends/50/50").verdict)
-		require.True(t, strings.HasPrefix(find(t, ts, policies+"shared/500/500").verdict, "missed by 0.01"))
+		require.Equal(t, "met", find(t, ts, policies+"auto:sends/500/500").verdict)
+		require.True(t, strings.HasPrefix(find(t, ts, policies+"shared/500/1000").verdict, "missed by 0.01"))
 		require.Equal(t, notMeasured, find(t, ts, "steady 1000/s").verdict, "steady did not run")
 		require.Equal(t, notMeasured, find(t, ts, "relay peak RSS").verdict)
 	})

@@ -380,6 +380,30 @@ func Tx(tb testing.TB) *sql.Tx {
 	return tx
 }
 
+// RowVersions returns the row version (xmin and xmax) of each row of the
+// outbox of schema that matches where, by id: a row that a statement
+// locked or updated since has another.
+func RowVersions(tb testing.TB, db *sql.DB, schema, where string) map[string]string {
+	tb.Helper()
+	rows, err := db.QueryContext(tb.Context(), `SELECT id, xmin::text || ':' || xmax::text FROM "`+schema+`".outbox WHERE `+where)
+	if err != nil {
+		tb.Fatalf("pgtest: row versions: %v", err)
+	}
+	defer rows.Close()
+	m := map[string]string{}
+	for rows.Next() {
+		var id, v string
+		if err := rows.Scan(&id, &v); err != nil {
+			tb.Fatalf("pgtest: row versions: %v", err)
+		}
+		m[id] = v
+	}
+	if err := rows.Err(); err != nil {
+		tb.Fatalf("pgtest: row versions: %v", err)
+	}
+	return m
+}
+
 // RequireOnePlan prepares query with the parameter types (as PREPARE
 // takes them: "(text, int)"), runs it ten times with each of args (SQL
 // literals, "'a', 1") in turn, and fails tb unless the server planned it

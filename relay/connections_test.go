@@ -1,0 +1,134 @@
+package relay_test
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tidings-go/tidings/internal/pgtest"
+	"github.com/tidings-go/tidings/relay"
+)
+
+// holdingSink is a LaneSharer whose records of lane "hang" never finish
+// until their hand ends, and the others at once. It holds what a sink
+// holds a connection for: a transaction per batch for the records of a
+// shared lane, one per record otherwise. It counts the holds of "hang"
+// open now.
+type holdingSink struct {
+	shared []string
+
+	mu   sync.Mutex
+	open int // holds of lane "hang" open now
+}
+
+func (s *holdingSink) SharedLanes() []string { return s.shared }
+
+func (s *holdingSink) Handle(context.Context, relay.Record) relay.Result {
+	panic("not handed one by one")
+}
+
+func (s *holdingSink) HandleBatch(ctx context.Context, b *relay.Batch) {
+	groups := map[string][]int{} // a shared lane's records, together
+	var wg sync.WaitGroup
+	for i := range b.Len() {
+		lane := b.Record(i).Lane
+		if lane == "hang" && slices.Contains(s.shared, lane) {
+			groups[lane] = append(groups[lane], i)
+			continue
+		}
+		wg.Go(func() { s.hold(ctx, b, lane, []int{i}) })
+	}
+	for lane, idx := range groups {
+		wg.Go(func() { s.hold(ctx, b, lane, idx) })
+	}
+	wg.Wait()
+}
+
+// hold answers the records idx of lane, at once or, for lane "hang", once
+// the hand ends.
+func (s *holdingSink) hold(ctx context.Context, b *relay.Batch, lane string, idx []int) {
+	res := relay.Done()
+	if lane == "hang" {
+		s.mu.Lock()
+		s.open++
+		s.mu.Unlock()
+		<-ctx.Done()
+		s.mu.Lock()
+		s.open--
+		s.mu.Unlock()
+		res = relay.Retry(time.Hour, ctx.Err())
+	}
+	for _, i := range idx {
+		b.Answer(i, res)
+	}
+}
+
+func (s *holdingSink) holds() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.open
+}
+
+// Connections bounds what the sink holds, not the records in flight: a
+// lane whose records each hold a connection has at most three quarters of
+// them in flight, however high LaneLimit; a shared lane holds one per
+// batch, so its batches behind a hanging provider take three quarters of
+// the connections and no more, whatever their sizes. Either way the rest
+// of the lane's rows wait untouched, and another lane goes on through the
+// connection left.
+func TestConnectionsBoundWhatTheSinkHolds(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		shared  []string
+		first   int // connections held after a batch of five
+		claimed int // records of the lane in flight at its three connections
+	}{
+		{"a connection per record", nil, 3, 3},
+		{"a connection per batch of a shared lane", []string{"hang"}, 1, 7},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			sink := &holdingSink{shared: tc.shared}
+			cfg := b.config(t)
+			// Room for 75 records of a lane; 4 connections, 3 for a lane.
+			cfg.Concurrency, cfg.Connections, cfg.BatchSize = 100, 4, 100
+			cfg.HandTimeout, cfg.Lease = time.Minute, 2*time.Minute
+			supervise(t, b.db, cfg, sink)
+
+			// Five records in one commit, one claim: a batch of five. Then
+			// one per commit, each a batch of one, until the lane holds
+			// three connections; then six more, which it does not take.
+			holding := func(n int) {
+				t.Helper()
+				require.Eventually(t, func() bool { return sink.holds() == n }, 10*time.Second, 5*time.Millisecond,
+					"the hanging lane holds %d connections", n)
+			}
+			b.stageLane(t, "hang", 5)
+			holding(tc.first)
+			for n := tc.first + 1; n <= 3; n++ {
+				b.stageLane(t, "hang", 1)
+				holding(n)
+			}
+			b.stageLane(t, "hang", 6)
+			staged := 5 + 3 - tc.first + 6
+			b.eventually(t, "lane = 'hang' AND hands > 0", tc.claimed, 10*time.Second)
+			versions := func() map[string]string { return pgtest.RowVersions(t, b.db, b.schema, "lane = 'hang' AND hands = 0") }
+			before := versions()
+			require.Len(t, before, staged-tc.claimed)
+
+			// Another lane drains through the fourth connection, claim after
+			// claim, while the hanging lane takes nothing more.
+			b.stageLane(t, "fast", 50)
+			b.eventually(t, "lane = 'fast' AND processed_at IS NOT NULL", 50, 30*time.Second)
+			require.Equal(t, 3, sink.holds(), "the hanging lane still holds three connections")
+			require.Equal(t, tc.claimed, b.count(t, "lane = 'hang' AND hands > 0"), "the hanging lane claimed no more")
+			require.Equal(t, before, versions(), "the hanging lane's waiting rows were neither locked nor updated")
+		})
+	}
+}
