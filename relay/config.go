@@ -63,18 +63,20 @@ type Config struct {
 	// its work at once, as the relay counts them: one for each record in
 	// flight, except that a LaneSharer holds one for all the records of
 	// a shared lane in one batch (the notification dispatcher's
-	// transaction for a channel whose requests share a commit). The
-	// relay claims no record that would take a connection over it, so a
-	// sink that commits each record alone has at most Connections
-	// records in flight, and one that shares a lane takes that lane's
-	// due records in batches of up to LaneLimit, however few connections
-	// are free. One lane holds at most three quarters of Connections
-	// (at least one), so a lane whose provider hangs leaves the others
-	// a quarter. Default 50. Give the pool of the *sql.DB that many
-	// connections and a few for the relay's own statements
-	// (SetMaxOpenConns), and keep them idle (SetMaxIdleConns;
-	// database/sql keeps 2 by default): otherwise it opens and closes a
-	// PostgreSQL session for almost every transaction.
+	// transaction for a channel whose requests share a commit). A claim
+	// takes records of lanes that are not shared only as many as there
+	// are free connections, and a shared lane's batch only while one is
+	// free (a claim that finds several shared lanes due takes one for
+	// each), so a sink that commits each record alone has at most
+	// Connections records in flight, and a shared lane's due records go
+	// in batches of up to LaneLimit however few connections are free.
+	// One lane holds at most three quarters of Connections (at least
+	// one), so a lane whose provider hangs leaves the others a quarter.
+	// Default 50. Give the pool of the *sql.DB that many connections and
+	// a few for the relay's own statements (SetMaxOpenConns), and keep
+	// them idle (SetMaxIdleConns; database/sql keeps 2 by default):
+	// otherwise it opens and closes a PostgreSQL session for almost
+	// every transaction.
 	Connections int
 
 	// LaneLimit is the most records of one lane (Message.Lane; for

@@ -3,6 +3,7 @@ package relay_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,16 +14,16 @@ import (
 	"github.com/tidings-go/tidings/relay"
 )
 
-// holdingSink is a LaneSharer whose records of lane "hang" never finish
-// until their hand ends, and the others at once. It holds what a sink
-// holds a connection for: a transaction per batch for the records of a
-// shared lane, one per record otherwise. It counts the holds of "hang"
-// open now.
+// holdingSink is a LaneSharer whose records of the lanes named "hang..."
+// never finish until their hand ends, and the others at once. It holds
+// what a sink holds a connection for: a transaction per batch for the
+// records of a shared lane, one per record otherwise. It counts the
+// holds of the hanging lanes open now.
 type holdingSink struct {
 	shared []string
 
 	mu   sync.Mutex
-	open int // holds of lane "hang" open now
+	open int // holds of the hanging lanes open now
 }
 
 func (s *holdingSink) SharedLanes() []string { return s.shared }
@@ -36,7 +37,7 @@ func (s *holdingSink) HandleBatch(ctx context.Context, b *relay.Batch) {
 	var wg sync.WaitGroup
 	for i := range b.Len() {
 		lane := b.Record(i).Lane
-		if lane == "hang" && slices.Contains(s.shared, lane) {
+		if slices.Contains(s.shared, lane) {
 			groups[lane] = append(groups[lane], i)
 			continue
 		}
@@ -48,11 +49,11 @@ func (s *holdingSink) HandleBatch(ctx context.Context, b *relay.Batch) {
 	wg.Wait()
 }
 
-// hold answers the records idx of lane, at once or, for lane "hang", once
-// the hand ends.
+// hold answers the records idx of lane, at once or, for a hanging lane,
+// once the hand ends.
 func (s *holdingSink) hold(ctx context.Context, b *relay.Batch, lane string, idx []int) {
 	res := relay.Done()
-	if lane == "hang" {
+	if strings.HasPrefix(lane, "hang") {
 		s.mu.Lock()
 		s.open++
 		s.mu.Unlock()
@@ -131,4 +132,32 @@ func TestConnectionsBoundWhatTheSinkHolds(t *testing.T) {
 			require.Equal(t, before, versions(), "the hanging lane's waiting rows were neither locked nor updated")
 		})
 	}
+}
+
+// One claim that takes records of several lanes that are not shared takes
+// no more of them together than there are free connections, though each
+// lane alone has room for more.
+func TestOneClaimOfManyLanesTakesNoMoreConnectionsThanAreFree(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	sink := &holdingSink{}
+	cfg := b.config(t)
+	// 4 connections, 3 for a lane: each lane alone has room for 3.
+	cfg.Concurrency, cfg.Connections, cfg.BatchSize = 100, 4, 100
+	cfg.HandTimeout, cfg.Lease = time.Minute, 2*time.Minute
+	supervise(t, b.db, cfg, sink)
+
+	// Both lanes due at one commit: the first claim that finds any of
+	// them finds them all, and a claim is one statement.
+	msgs := make([]relay.Message, 10)
+	for i := range msgs {
+		msgs[i] = relay.Message{Module: module, Kind: "k", Lane: []string{"hang-a", "hang-b"}[i%2], Payload: payload(i)}
+	}
+	_, err := b.ob.StageBatch(t.Context(), b.db, msgs)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return b.count(t, "hands > 0") > 0 }, 10*time.Second, 5*time.Millisecond,
+		"a claim of the two lanes")
+	require.Equal(t, 4, b.count(t, "hands > 0"), "the claim took no more records than free connections")
+	require.Eventually(t, func() bool { return sink.holds() == 4 }, 10*time.Second, 5*time.Millisecond,
+		"the two lanes hold the four connections")
 }

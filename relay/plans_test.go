@@ -70,9 +70,9 @@ func TestClaimKeepsOnePlan(t *testing.T) {
 	t.Parallel()
 	o := backlog(t, 100_000)
 	// As a relay claims with one busy lane: its room, and a few records.
-	pgtest.RequireOnePlan(t, o.q.claim, `(text, int, float8, int, int, text[], int[])`, []string{
-		`'bench', 13, 30, 10, 37, '{mail}', '{13}'`,
-		`'bench', 5, 30, 10, 37, '{mail}', '{5}'`,
+	pgtest.RequireOnePlan(t, o.q.claim, `(text, int, float8, int, int, text[], int[], int, text[])`, []string{
+		`'bench', 13, 30, 10, 37, '{mail}', '{13}', 13, '{push}'`,
+		`'bench', 5, 30, 10, 37, '{mail}', '{5}', 5, '{push}'`,
 	})
 }
 
@@ -115,7 +115,7 @@ func TestClaimIsNotCompiledAgainstABigBacklog(t *testing.T) {
 	t.Parallel()
 	o := backlog(t, 400_000)
 	tx := pgtest.Tx(t)
-	_, err := tx.ExecContext(t.Context(), `PREPARE p(text, int, float8, int, int, text[], int[]) AS `+o.q.claim)
+	_, err := tx.ExecContext(t.Context(), `PREPARE p(text, int, float8, int, int, text[], int[], int, text[]) AS `+o.q.claim)
 	require.NoError(t, err)
 	var above, perRow float64
 	require.NoError(t, tx.QueryRowContext(t.Context(), `SELECT current_setting('jit_above_cost')::float8,
@@ -124,7 +124,7 @@ func TestClaimIsNotCompiledAgainstABigBacklog(t *testing.T) {
 	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
 		_, err := tx.ExecContext(t.Context(), `SET LOCAL plan_cache_mode = `+mode)
 		require.NoError(t, err)
-		plan, raw := pgtest.Explain(t, tx, `EXECUTE p('bench', 500, 30, 10, 375, '{mail}', '{100}')`)
+		plan, raw := pgtest.Explain(t, tx, `EXECUTE p('bench', 500, 30, 10, 375, '{mail}', '{100}', 50, '{mail}')`)
 		// The lanes' rows: a nested loop over the lanes, under the sort.
 		var lanes *pgtest.Plan
 		if sort := plan.Find("Sort"); sort != nil {

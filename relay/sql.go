@@ -167,7 +167,9 @@ func newQueries(schema string) queries {
 		// oldest pending row; of the lanes whose oldest is due, each gives
 		// at most its room ($6/$7 name the lanes with records in flight and
 		// their room, $5 is the room of any other), oldest first, $2 in
-		// all. Only then are rows locked, by id, skipping rows other relays
+		// all, and of the lanes a sink does not share ($9 names those it
+		// does) $8 in all: each of their records takes a connection of its
+		// own, and $8 are free. Only then are rows locked, by id, skipping rows other relays
 		// hold, and checked again (a relay may have leased them since; the
 		// lock re-evaluates the check on the latest row). The check is
 		// written so the planner cannot answer it from outbox_due, whose
@@ -217,18 +219,23 @@ func newQueries(schema string) queries {
 		claim: r.Replace(`WITH RECURSIVE nosync AS (SELECT set_config('synchronous_commit', 'off', true)),
 			{lanes},
 			room AS (
-				SELECT l.lane, l.available_at AS oldest, least($2, coalesce(b.room, $5)) AS room
+				SELECT l.lane, l.available_at AS oldest, least($2, coalesce(b.room, $5)) AS room, sh.lane IS NOT NULL AS shared
 				FROM lanes l LEFT JOIN unnest((SELECT $6::text[]), (SELECT $7::int[])) AS b(lane, room) ON b.lane = l.lane
+					LEFT JOIN unnest((SELECT $9::text[])) AS sh(lane) ON sh.lane = l.lane
 				WHERE l.available_at <= now()),
 			cand AS (
 				SELECT id FROM (
-					SELECT c.id, row_number() OVER (ORDER BY c.available_at) AS n FROM room r CROSS JOIN LATERAL (
-						SELECT * FROM (
-							SELECT id, available_at FROM {t}
-							WHERE module = $1 AND lane = r.lane AND {pending} AND available_at >= r.oldest AND available_at <= now()
-							ORDER BY available_at LIMIT r.room) l
-						LIMIT ` + strconv.Itoa(claimLaneMax) + `) c
-					WHERE r.room > 0) o
+					SELECT id, row_number() OVER (ORDER BY available_at) AS n FROM (
+						SELECT c.id, c.available_at, r.shared,
+							row_number() OVER (PARTITION BY r.shared ORDER BY c.available_at) AS k
+						FROM room r CROSS JOIN LATERAL (
+							SELECT * FROM (
+								SELECT id, available_at FROM {t}
+								WHERE module = $1 AND lane = r.lane AND {pending} AND available_at >= r.oldest AND available_at <= now()
+								ORDER BY available_at LIMIT r.room) l
+							LIMIT ` + strconv.Itoa(claimLaneMax) + `) c
+						WHERE r.room > 0) p
+					WHERE p.shared OR p.k <= $8) o
 				WHERE n <= $2),
 			due AS (
 				SELECT id FROM {t}

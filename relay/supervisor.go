@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"runtime/debug"
 	"slices"
 	"sync"
@@ -103,7 +104,8 @@ type supervisor struct {
 	listening    atomic.Bool // the LISTEN session is up
 	listenedOnce atomic.Bool // it has been, so the next Listening is a reconnect
 
-	shared map[string]bool // the lanes a LaneSharer shares
+	shared      map[string]bool // the lanes a LaneSharer shares
+	sharedLanes []string        // the same, for the claim
 
 	mu       sync.Mutex
 	inFlight int                // records claimed and not yet answered (or written by the sink)
@@ -141,6 +143,7 @@ func newSupervisor(db *sql.DB, cfg Config, sink Sink) (*supervisor, error) {
 		for _, lane := range ls.SharedLanes() {
 			s.shared[lane] = true
 		}
+		s.sharedLanes = slices.Collect(maps.Keys(s.shared))
 	}
 	return s, nil
 }
@@ -268,10 +271,14 @@ func (s *supervisor) claimLoop(ctx context.Context, handOut func([]Record)) {
 		if len(recs) == limit {
 			continue // more may be due
 		}
+		after := s.room()
+		if after.free == 0 {
+			continue // no slot or connection is free: wait for one
+		}
 		// The claim's answer of the next due time leaves out the lanes it
 		// gave records of: it holds if each of them ran out of room, not
 		// of due rows, and is full now.
-		full := s.room().full
+		full := after.full
 		switch {
 		case !r.filled(recs, limit):
 			next.known = false // a lane ran out of due rows: when its next falls due, only the database can say
@@ -295,15 +302,17 @@ func (s *supervisor) claimLoop(ctx context.Context, handOut func([]Record)) {
 }
 
 // rooms is what the next claim may take: free is the records it may
-// take (none when no connection is free either), and each lane takes at
-// most its room: the one listed in lanes and rooms (the lanes with
-// records in flight, and the shared lanes), or else other. full are the
-// lanes with no room.
+// take (none when no connection is free), each lane takes at most its
+// room: the one listed in lanes and rooms (the lanes with records in
+// flight, and the shared lanes), or else other; and the lanes that are
+// not shared, whose records each take a connection, take conns in all.
+// full are the lanes with no room.
 type rooms struct {
 	free  int
 	lanes []string
 	rooms []int64
 	other int
+	conns int
 	full  []string
 }
 
@@ -319,7 +328,7 @@ func (s *supervisor) room() rooms {
 	if freeConns <= 0 {
 		return rooms{}
 	}
-	r := rooms{free: s.cfg.Concurrency - s.inFlight, other: min(s.cfg.LaneLimit, laneConns, freeConns)}
+	r := rooms{free: s.cfg.Concurrency - s.inFlight, other: min(s.cfg.LaneLimit, laneConns, freeConns), conns: freeConns}
 	add := func(lane string) {
 		u := s.lanes[lane]
 		room := s.cfg.LaneLimit - u.records
@@ -449,7 +458,7 @@ type due struct {
 func (s *supervisor) claim(ctx context.Context, limit int, r rooms) ([]Record, due, error) {
 	var next due
 	rows, err := s.db.QueryContext(ctx, s.ob.q.claim, s.cfg.Module, limit, s.cfg.Lease.Seconds(), s.cfg.MaxHands,
-		r.other, pgarray.Of(r.lanes), pgarray.Of(r.rooms))
+		r.other, pgarray.Of(r.lanes), pgarray.Of(r.rooms), r.conns, pgarray.Of(s.sharedLanes))
 	if err != nil {
 		return nil, next, fmt.Errorf("claim: %w", err)
 	}
