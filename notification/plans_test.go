@@ -48,14 +48,10 @@ func TestRulesReadKeepsOnePlanThatProbesPrimaryKeys(t *testing.T) {
 	})
 
 	tx := pgtest.Tx(t)
-	for _, stmt := range []string{
-		`SET LOCAL plan_cache_mode = force_generic_plan`,
-		`PREPARE rules(text[], text[], text[], text[], text[], text[]) AS ` + newPolicyQueries(schema).batchRules,
-	} {
-		_, err := tx.ExecContext(t.Context(), stmt)
-		require.NoError(t, err)
-	}
-	plan, raw := pgtest.Explain(t, tx, `EXECUTE rules('{subject-1,subject-2,subject-3}',
+	_, err := tx.ExecContext(t.Context(), `SET LOCAL plan_cache_mode = force_generic_plan`)
+	require.NoError(t, err)
+	rules := pgtest.Prepare(t, tx, `(text[], text[], text[], text[], text[], text[])`, newPolicyQueries(schema).batchRules)
+	plan, raw := pgtest.Explain(t, tx, `EXECUTE `+rules+`('{subject-1,subject-2,subject-3}',
 		'{subject-1,subject-2,subject-3}', '{marketing,marketing,booking}', '{mail,mail,sms}',
 		'{mail,mail}', '{user1@example.com,user2@example.com}')`)
 	probed := map[string]string{}

@@ -115,8 +115,7 @@ func TestClaimIsNotCompiledAgainstABigBacklog(t *testing.T) {
 	t.Parallel()
 	o := backlog(t, 400_000)
 	tx := pgtest.Tx(t)
-	_, err := tx.ExecContext(t.Context(), `PREPARE p(text, int, float8, int, int, text[], int[], int, text[]) AS `+o.q.claim)
-	require.NoError(t, err)
+	claim := pgtest.Prepare(t, tx, `(text, int, float8, int, int, text[], int[], int, text[])`, o.q.claim)
 	var above, perRow float64
 	require.NoError(t, tx.QueryRowContext(t.Context(), `SELECT current_setting('jit_above_cost')::float8,
 		current_setting('random_page_cost')::float8 + current_setting('cpu_tuple_cost')::float8
@@ -124,7 +123,7 @@ func TestClaimIsNotCompiledAgainstABigBacklog(t *testing.T) {
 	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
 		_, err := tx.ExecContext(t.Context(), `SET LOCAL plan_cache_mode = `+mode)
 		require.NoError(t, err)
-		plan, raw := pgtest.Explain(t, tx, `EXECUTE p('bench', 500, 30, 10, 375, '{mail}', '{100}', 50, '{mail}')`)
+		plan, raw := pgtest.Explain(t, tx, `EXECUTE `+claim+`('bench', 500, 30, 10, 375, '{mail}', '{100}', 50, '{mail}')`)
 		// The lanes' rows: a nested loop over the lanes, under the sort.
 		var lanes *pgtest.Plan
 		if sort := plan.Find("Sort"); sort != nil {

@@ -404,6 +404,24 @@ func RowVersions(tb testing.TB, db *sql.DB, schema, where string) map[string]str
 	return m
 }
 
+// Prepare prepares query with the parameter types (as PREPARE takes them:
+// "(text, int)") in tx, under a name of its own that it returns, and
+// deallocates it when the test ends. A prepared statement belongs to the
+// session, not to the transaction: it outlives tx's rollback on the
+// shared pool's connection, where a later PREPARE of the same name by
+// another test would fail.
+func Prepare(tb testing.TB, tx *sql.Tx, types, query string) string {
+	tb.Helper()
+	name := "p_" + strings.ToLower(rand.Text()[:10])
+	if _, err := tx.ExecContext(tb.Context(), `PREPARE `+name+types+` AS `+query); err != nil {
+		tb.Fatalf("pgtest: prepare: %v", err)
+	}
+	// Before the rollback (cleanups run last first); in a transaction
+	// in error it fails, and the unique name then harms nobody.
+	tb.Cleanup(func() { _, _ = tx.ExecContext(context.Background(), `DEALLOCATE `+name) })
+	return name
+}
+
 // RequireOnePlan prepares query with the parameter types (as PREPARE
 // takes them: "(text, int)"), runs it ten times with each of args (SQL
 // literals, "'a', 1") in turn, and fails tb unless the server planned it
@@ -413,11 +431,9 @@ func RowVersions(tb testing.TB, db *sql.DB, schema, where string) map[string]str
 func RequireOnePlan(tb testing.TB, query, types string, args []string) {
 	tb.Helper()
 	tx := Tx(tb)
-	if _, err := tx.ExecContext(tb.Context(), `PREPARE p`+types+` AS `+query); err != nil {
-		tb.Fatalf("pgtest: prepare: %v", err)
-	}
+	name := Prepare(tb, tx, types, query)
 	for i := range 10 {
-		rows, err := tx.QueryContext(tb.Context(), `EXECUTE p(`+args[i%len(args)]+`)`)
+		rows, err := tx.QueryContext(tb.Context(), `EXECUTE `+name+`(`+args[i%len(args)]+`)`)
 		if err != nil {
 			tb.Fatalf("pgtest: execute: %v", err)
 		}
@@ -425,7 +441,7 @@ func RequireOnePlan(tb testing.TB, query, types string, args []string) {
 	}
 	var generic, custom int
 	if err := tx.QueryRowContext(tb.Context(),
-		`SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = 'p'`).Scan(&generic, &custom); err != nil {
+		`SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = $1`, name).Scan(&generic, &custom); err != nil {
 		tb.Fatalf("pgtest: read the plans: %v", err)
 	}
 	if custom > 5 {
