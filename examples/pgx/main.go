@@ -56,7 +56,14 @@ func run(ctx context.Context, dsn string, emails []string, out io.Writer) error 
 	if dsn == "" {
 		return errors.New("DATABASE_URL names no database")
 	}
-	pool, err := pgxpool.New(ctx, dsn)
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return err
+	}
+	// A connection for each transaction the dispatcher holds, and a few
+	// for the relay's own statements and the service's writes.
+	cfg.MaxConns = relay.ConnectionsDefault + 10
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return err
 	}
