@@ -168,12 +168,13 @@ func newQueries(schema string) queries {
 		// at most its room ($6/$7 name the lanes with records in flight and
 		// their room, $5 is the room of any other), oldest first, $2 in
 		// all, and of the lanes a sink does not share ($9 names those it
-		// does) $8 in all: each of their records takes a connection of its
-		// own, and $8 are free. Only then are rows locked, by id, skipping rows other relays
-		// hold, and checked again (a relay may have leased them since; the
-		// lock re-evaluates the check on the latest row). The check is
-		// written so the planner cannot answer it from outbox_due, whose
-		// scan would read every pending row: the rows come by primary key.
+		// does) $8 in all: each of their records takes a connection of
+		// its own, and $8 are free. Only then are rows locked, by id,
+		// skipping rows other relays hold, and checked again (a relay may
+		// have leased them since; the lock re-evaluates the check on the
+		// latest row). The check is written so the planner cannot answer
+		// it from outbox_due, whose scan would read every pending row: the
+		// rows come by primary key.
 		// A lane without room is never read, let alone locked or updated.
 		// A lane's rows are read from its oldest on ({lanes} found it),
 		// not from the start of the lane in outbox_due: the entries of the

@@ -188,12 +188,11 @@ func (s *supervisor) run(ctx context.Context) error {
 	if s.batch != nil {
 		handOut = func(recs []Record) { hands.Go(func() { s.handBatch(work, recs) }) }
 	} else {
-		// Records run on Concurrency goroutines that live as long as the
-		// relay, not on one per record: a fresh goroutine grows its stack
-		// through the sink's calls on every record, which took a tenth of
-		// the relay's CPU in a drain.
-		// A record sink holds a connection for each record, so no more
-		// than Connections run at once.
+		// Records run on goroutines that live as long as the relay, not
+		// on one per record: a fresh goroutine grows its stack through
+		// the sink's calls on every record, which took a tenth of the
+		// relay's CPU in a drain. A record sink holds a connection for
+		// each record, so no more than Connections run at once.
 		workers := min(s.cfg.Concurrency, s.cfg.Connections)
 		queue := make(chan Record, workers)
 		for range workers {
