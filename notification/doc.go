@@ -12,9 +12,11 @@
 //
 // The Dispatcher is the relay's sink for those records. The relay claims a
 // batch of due records, at most LaneLimit of a lane (a request's lane is
-// its channel) and no more than its connections allow (a transaction per
-// request of a channel that commits each, per batch of one that shares
-// commits: the Dispatcher is a relay.LaneSharer), and hands it whole:
+// its channel; half of it for a channel that shares commits, so that two
+// of its batches are in flight) and no more than its connections allow (a
+// transaction per request of a channel that commits each, per batch of
+// one that shares commits: the Dispatcher is a relay.LaneSharer), and
+// hands it whole:
 //
 //	relay.Supervise ─ claim ─► batch ─► Dispatcher.HandleBatch
 //	                                      │ per channel (CommitShared) or per request (CommitEach):

@@ -19,7 +19,7 @@ import (
 // relay's defaults while 100,000 of its requests wait: a channel that
 // commits each request alone at three quarters of the default
 // Connections, one whose requests share a commit at the default
-// LaneLimit, in one batch. The rows that wait stay untouched in the table
+// LaneLimit, in two batches. The rows that wait stay untouched in the table
 // (no claim locks or updates them) while mail drains through the rest of
 // the connections.
 func TestAHangingChannelWaitsUntouchedWhileAnotherDrains(t *testing.T) {

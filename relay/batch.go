@@ -42,8 +42,11 @@ type BatchSink interface {
 // any other: the notification dispatcher commits the requests of a
 // channel that shares commits in one transaction per batch. Config's
 // Connections counts a shared lane's records in one batch as one
-// connection, released once the last of them leaves its slot. Supervise
-// asks for the lanes once, at start.
+// connection, released once the last of them leaves its slot. A claim
+// takes at most half of a shared lane's LaneLimit, so that two of its
+// batches are in flight: while the sink delivers and commits one, it
+// decodes, reads and claims the next, and the lane is never idle while a
+// batch's statements run. Supervise asks for the lanes once, at start.
 type LaneSharer interface {
 	BatchSink
 	SharedLanes() []string

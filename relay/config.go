@@ -69,7 +69,8 @@ type Config struct {
 	// free (a claim that finds several shared lanes due takes one for
 	// each), so a sink that commits each record alone has at most
 	// Connections records in flight, and a shared lane's due records go
-	// in batches of up to LaneLimit however few connections are free.
+	// in batches of up to half its LaneLimit however few connections are
+	// free.
 	// One lane holds at most three quarters of Connections (at least
 	// one), so a lane whose provider hangs leaves the others a quarter.
 	// Default 50. Give the pool of the *sql.DB that many connections and
@@ -83,8 +84,11 @@ type Config struct {
 	// notifications, the channel) in flight at once. The claim takes no
 	// more of a lane than its room, and none of a lane at its limit, so a
 	// slow lane's rows wait untouched in the table while the other lanes
-	// keep the rest of Concurrency. Default three quarters of Concurrency;
-	// at most Concurrency.
+	// keep the rest of Concurrency. A claim takes at most half of a
+	// shared lane's LaneLimit (rounded up; see LaneSharer), so two of its
+	// batches are in flight: the sink reads and claims one while it
+	// delivers and commits the other. Default three quarters of
+	// Concurrency; at most Concurrency.
 	LaneLimit int
 
 	// HandTimeout ends the context of a hand. Default 30 s.
@@ -181,6 +185,13 @@ func (c Config) withDefaults() Config {
 // laneConnections is the most connections one lane holds: three quarters
 // of Connections, at least one.
 func (c Config) laneConnections() int { return max(c.Connections*3/4, 1) }
+
+// sharedBatch is the most records of a shared lane one claim takes: half
+// its LaneLimit, rounded up, so that two of its batches are in flight at
+// once and the sink reads and claims one while it delivers and commits
+// the other, where a batch of the whole LaneLimit would leave the lane
+// idle while each commits.
+func (c Config) sharedBatch() int { return (c.LaneLimit + 1) / 2 }
 
 func (c Config) validate() error {
 	if err := ident.Check("Module", c.Module); err != nil {

@@ -18,12 +18,13 @@ import (
 // never finish until their hand ends, and the others at once. It holds
 // what a sink holds a connection for: a transaction per batch for the
 // records of a shared lane, one per record otherwise. It counts the
-// holds of the hanging lanes open now.
+// holds of the hanging lanes open now, and the records of each.
 type holdingSink struct {
 	shared []string
 
-	mu   sync.Mutex
-	open int // holds of the hanging lanes open now
+	mu    sync.Mutex
+	open  int   // holds of the hanging lanes open now
+	sizes []int // the records of each hold of a hanging lane, in the order they opened
 }
 
 func (s *holdingSink) SharedLanes() []string { return s.shared }
@@ -56,6 +57,7 @@ func (s *holdingSink) hold(ctx context.Context, b *relay.Batch, lane string, idx
 	if strings.HasPrefix(lane, "hang") {
 		s.mu.Lock()
 		s.open++
+		s.sizes = append(s.sizes, len(idx))
 		s.mu.Unlock()
 		<-ctx.Done()
 		s.mu.Lock()
@@ -72,6 +74,33 @@ func (s *holdingSink) holds() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.open
+}
+
+func (s *holdingSink) holdSizes() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.sizes)
+}
+
+// A claim takes at most half of a shared lane's LaneLimit, rounded up, so
+// that the lane has two batches in flight: the sink reads and claims one
+// while it delivers and commits the other. A backlog of the lane goes out
+// as batches of 5 and 4 for a LaneLimit of 9, not as one batch of 9, and
+// the lane takes no more than its limit.
+func TestASharedLaneHasTwoBatchesInFlight(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	sink := &holdingSink{shared: []string{"hang"}}
+	cfg := b.config(t)
+	cfg.LaneLimit = 9
+	cfg.HandTimeout, cfg.Lease = time.Minute, 2*time.Minute
+	b.stageLane(t, "hang", 30)
+	supervise(t, b.db, cfg, sink)
+
+	require.Eventually(t, func() bool { return sink.holds() == 2 }, 10*time.Second, 5*time.Millisecond,
+		"the shared lane has two batches in flight")
+	b.eventually(t, "lane = 'hang' AND hands > 0", 9, 10*time.Second)
+	require.Equal(t, []int{5, 4}, sink.holdSizes(), "the lane's backlog went out as two batches of half its LaneLimit")
 }
 
 // Connections bounds what the sink holds, not the records in flight: a

@@ -21,12 +21,13 @@
 //     waiting for the WAL flush: a server crash can only hand the last
 //     claims again). It takes at most BatchSize rows, no more than the
 //     free slots of Concurrency, and no more of a lane (Message.Lane) than
-//     its room of LaneLimit, nor than 1,000, nor than the sink has
-//     connections left for (Connections: one per record, or one per batch
-//     of a lane a LaneSharer shares): a busy lane's rows wait untouched
-//     in the table. Concurrent relays, in one process or on many machines, take
-//     different rows; a relay that dies lets its leases run out and
-//     another takes the rows.
+//     its room of LaneLimit (half of it for a lane a LaneSharer shares, so
+//     that two of its batches are in flight), nor than 1,000, nor than the
+//     sink has connections left for (Connections: one per record, or one
+//     per batch of a lane a LaneSharer shares): a busy lane's rows wait
+//     untouched in the table. Concurrent relays, in one process or on many
+//     machines, take different rows; a relay that dies lets its leases run
+//     out and another takes the rows.
 //  4. Hand. A BatchSink gets the claimed batch whole; any other Sink gets
 //     each record on its own goroutine. Either way the record's context
 //     carries the staging write's trace, baggage and correlation id

@@ -318,8 +318,8 @@ type rooms struct {
 // room reports what the next claim may take. A lane's room is what its
 // records in flight leave of LaneLimit and, for a lane that takes a
 // connection per record, what its connections and the free connections
-// leave; a shared lane takes its room whole while one connection is free
-// for its batch, within its share.
+// leave; a shared lane takes its room, up to half its LaneLimit, while
+// one connection is free for its batch, within its share.
 func (s *supervisor) room() rooms {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -336,6 +336,8 @@ func (s *supervisor) room() rooms {
 			room = min(room, laneConns-u.conns, freeConns)
 		case u.conns >= laneConns:
 			room = 0
+		default:
+			room = min(room, s.cfg.sharedBatch())
 		}
 		room = max(room, 0)
 		r.lanes, r.rooms = append(r.lanes, lane), append(r.rooms, int64(room))

@@ -69,9 +69,10 @@
 // A [Delivery] is safe for concurrent use, and each Deliver makes one
 // call, so the relay's LaneLimit bounds the calls in flight: Twilio drops
 // a repeated message, so the channel's requests share a commit, and a
-// batch calls Twilio for all of its requests at once (375 with the
-// relay's defaults). An account's concurrency limit answers the excess
-// with 429, which is retried; set LaneLimit below that limit to avoid it.
+// batch calls Twilio for all of its requests at once: up to LaneLimit
+// calls in two batches (375 with the relay's defaults). An account's
+// concurrency limit answers the excess with 429, which is retried; set
+// LaneLimit below that limit to avoid it.
 //
 // sms imports only [delivery], its internal helpers and the standard
 // library.
