@@ -251,8 +251,10 @@ func (d *Dispatcher) quietOf(ctx context.Context, zone string, windows []byte) (
 // decide applies the recipient rules to jobs before any of them is
 // claimed: it answers every request a rule ends or defers, and returns
 // those still to deliver. The rules of all the batch's subjects are read
-// in one query each, after the relay claimed the batch, so they see every
-// change committed with the write that staged a request.
+// in one statement, after the relay claimed the batch, so they see every
+// change committed with the write that staged a request. A request whose
+// inbox claim committed was delivered by an earlier hand whose settle
+// was lost: no rule ends it, and its claim answers it delivered.
 func (d *Dispatcher) decide(ctx context.Context, bind *binding, b *relay.Batch, jobs []job) []job {
 	jobs = d.resolve(ctx, b, jobs)
 	var scopes []scope
@@ -283,13 +285,47 @@ func (d *Dispatcher) decide(ctx context.Context, bind *binding, b *relay.Batch, 
 		}
 		return nil
 	}
+	type decision struct {
+		j    job
+		res  relay.Result
+		rule string
+	}
+	var decided []decision
 	keep := jobs[:0]
 	for i := range jobs {
-		if res, decided := d.decideOne(r, &jobs[i], jobDests[i]); decided {
-			b.Answer(jobs[i].i, res)
+		if res, rule, ok := d.decideOne(r, &jobs[i], jobDests[i]); ok {
+			decided = append(decided, decision{jobs[i], res, rule})
 			continue
 		}
 		keep = append(keep, jobs[i])
+	}
+	if len(decided) == 0 {
+		return keep
+	}
+	ids := make([]string, len(decided))
+	for k, dc := range decided {
+		ids[k] = dc.j.p.ID.String()
+	}
+	delivered, err := scanSet[uuid.UUID](bind.db.QueryContext(ctx, bind.policy.claimed, d.cfg.Consumer, pgarray.Of(ids)))
+	if err != nil {
+		err = fmt.Errorf("read the inbox claims of the requests a rule ends: %w", err)
+		for _, j := range keep {
+			b.Answer(j.i, d.unsureOf(j.rec, err))
+		}
+		for _, dc := range decided {
+			b.Answer(dc.j.i, d.unsureOf(dc.j.rec, err))
+		}
+		return nil
+	}
+	for _, dc := range decided {
+		if delivered[dc.j.p.ID] {
+			keep = append(keep, dc.j)
+			continue
+		}
+		if dc.rule != "" {
+			d.tel.decided(dc.j.p.Channel, dc.rule)
+		}
+		b.Answer(dc.j.i, dc.res)
 	}
 	return keep
 }
@@ -368,38 +404,37 @@ func (d *Dispatcher) resolve(ctx context.Context, b *relay.Batch, jobs []job) []
 }
 
 // decideOne applies the rules to one request, going to dst: a result when
-// a rule ends or defers it, or decided false to deliver it.
-func (d *Dispatcher) decideOne(r rules, j *job, dst destination) (res relay.Result, decided bool) {
+// a rule ends or defers it, with the rule MetricDecisions counts it by
+// (none for a request that is dead), or decided false to deliver it.
+func (d *Dispatcher) decideOne(r rules, j *job, dst destination) (res relay.Result, rule string, decided bool) {
 	req := j.req
 	if req.ExpiresAt != nil && !r.now.Before(*req.ExpiresAt) {
-		return d.expired(*j, *req.ExpiresAt, "expired before it could go out"), true
+		return expired(*req.ExpiresAt, "expired before it could go out"), RuleExpiry, true
 	}
 	cat, declared := d.cfg.Categories[req.Category]
 	if d.cfg.Categories != nil && req.Category != "" && !declared {
 		return relay.Dead(fmt.Errorf("category %q is not declared in the dispatcher's Config.Categories", req.Category)).
-			WithCode(CodeUnknownCategory), true
+			WithCode(CodeUnknownCategory), "", true
 	}
 	if len(req.SecretKeys) > 0 && j.rec.Secret == nil {
 		return relay.Dead(errors.New("the request's secrets were erased when it ended; stage a new request")).
-			WithCode(CodeSecretErased), true
+			WithCode(CodeSecretErased), "", true
 	}
 	if sp, ok := r.suppressionOf(dst, req.Category); ok {
 		// Before the critical bypass: a bounced address takes no mail,
 		// and an unsubscribed number must not be texted, whatever the
 		// request is about.
-		d.tel.decided(j.p.Channel, RuleSuppression)
-		return relay.Done().WithCode(CodeSuppressed).WithDetail(sp.detail()), true
+		return relay.Done().WithCode(CodeSuppressed).WithDetail(sp.detail()), RuleSuppression, true
 	}
 	if req.Critical || cat.Critical {
-		return relay.Result{}, false
+		return relay.Result{}, "", false
 	}
 	if on, detail := preferenceOf(r.preferences[req.Subject], cat, req.Category, req.Channel); !on {
-		d.tel.decided(j.p.Channel, RulePreference)
-		return relay.Done().WithCode(CodeSkipped).WithDetail(detail()), true
+		return relay.Done().WithCode(CodeSkipped).WithDetail(detail()), RulePreference, true
 	}
 	q, ok := r.quiet[req.Subject]
 	if !ok {
-		return relay.Result{}, false
+		return relay.Result{}, "", false
 	}
 	at := r.now
 	if req.QuietAsOf == "staging" {
@@ -407,25 +442,23 @@ func (d *Dispatcher) decideOne(r rules, j *job, dst destination) (res relay.Resu
 	}
 	until, w := quietUntil(q.QuietHours, q.loc, at, req.Channel)
 	if !until.After(r.now) {
-		return relay.Result{}, false
+		return relay.Result{}, "", false
 	}
 	if req.ExpiresAt != nil && !req.ExpiresAt.After(until) {
-		return d.expired(*j, *req.ExpiresAt, "expires before the quiet window "+w.describe()+" ends"), true
+		return expired(*req.ExpiresAt, "expires before the quiet window "+w.describe()+" ends"), RuleExpiry, true
 	}
 	var jitter time.Duration
 	if d.cfg.QuietHoursJitter > 0 {
 		jitter = rand.N(d.cfg.QuietHoursJitter)
 	}
-	d.tel.decided(j.p.Channel, RuleQuietHours)
 	return relay.Later(until.Sub(r.now) + jitter).WithCode(CodeQuietHours).WithDetail(map[string]any{
 		"rule": RuleQuietHours, "window": w.describe(), "time_zone": q.TimeZone, "until": until,
 		"as_of": map[bool]string{true: "staging", false: "hand"}[req.QuietAsOf == "staging"],
-	}), true
+	}), RuleQuietHours, true
 }
 
 // expired is the result of a request that expired, at expiresAt, for why.
-func (d *Dispatcher) expired(j job, expiresAt time.Time, why string) relay.Result {
-	d.tel.decided(j.p.Channel, RuleExpiry)
+func expired(expiresAt time.Time, why string) relay.Result {
 	return relay.Done().WithCode(CodeExpired).WithDetail(map[string]any{
 		"rule": RuleExpiry, "expires_at": expiresAt, "why": why})
 }
@@ -474,7 +507,7 @@ func (d *Dispatcher) claimKeys(ctx context.Context, bind *binding, tx *sql.Tx, j
 	}
 	if claimed == nil {
 		var err error
-		if claimed, err = scanKeys(tx.QueryContext(ctx, bind.policy.claimKeys, d.cfg.Consumer, pgarray.Of(keys), pgarray.Of(ids))); err != nil {
+		if claimed, err = scanSet[string](tx.QueryContext(ctx, bind.policy.claimKeys, d.cfg.Consumer, pgarray.Of(keys), pgarray.Of(ids))); err != nil {
 			return nil, fmt.Errorf("claim dedup keys: %w", err)
 		}
 	}
@@ -517,19 +550,20 @@ func (d *Dispatcher) claimKeys(ctx context.Context, bind *binding, tx *sql.Tx, j
 	return stopped, nil
 }
 
-// scanKeys reads the keys a claimKeys statement returned.
-func scanKeys(rows *sql.Rows, err error) (map[string]bool, error) {
+// scanSet reads the values of a statement that returns one column: the
+// keys a claimKeys statement claimed, the ids a claimed statement found.
+func scanSet[T comparable](rows *sql.Rows, err error) (map[T]bool, error) {
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	keys := map[string]bool{}
+	set := map[T]bool{}
 	for rows.Next() {
-		var key string
-		if err := rows.Scan(&key); err != nil {
+		var v T
+		if err := rows.Scan(&v); err != nil {
 			return nil, err
 		}
-		keys[key] = true
+		set[v] = true
 	}
-	return keys, rows.Err()
+	return set, rows.Err()
 }

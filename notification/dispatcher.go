@@ -554,7 +554,8 @@ func (d *Dispatcher) failed(j job, out delivery.Outcome) relay.Result {
 	}
 	delay := max(d.cfg.Policy.Delay(j.p.Attempt), out.After())
 	if exp := j.req.ExpiresAt; exp != nil && !time.Now().Add(delay).Before(*exp) {
-		return d.expired(j, *exp, "expires before its next attempt")
+		d.tel.decided(j.p.Channel, RuleExpiry)
+		return expired(*exp, "expires before its next attempt")
 	}
 	return relay.Retry(delay, out.Reason()).WithCode(code)
 }

@@ -63,14 +63,7 @@ func testDispatcher(t *testing.T, _ drivertest.Driver) {
 		b.run(t, b.dispatcher(t, b.config()))
 		id := b.stage(t, mailTo("a@example.com"))[0]
 		b.waitSettled(t, id)
-		// Its settle is lost and it dies of something else (as a crash after
-		// the claim's commit and then MaxHands would have it); an operator
-		// re-emits it.
-		_, err := b.db.ExecContext(t.Context(), `UPDATE "`+b.schema+`".outbox SET processed_at = NULL, failed_at = now(), failure_reason = 'lost' WHERE id = $1`, id)
-		require.NoError(t, err)
-		n, err := b.ob.Reemit(t.Context(), b.db, &relay.DeadFilter{IDs: []uuid.UUID{id}})
-		require.NoError(t, err)
-		require.EqualValues(t, 1, n)
+		b.loseSettleAndReemit(t, id)
 		st := b.waitSettled(t, id)
 		require.Equal(t, relay.StateProcessed, st.State)
 		require.Equal(t, 1, st.Hands, "handed again after the re-emit")

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/tidings-go/tidings"
@@ -62,6 +63,29 @@ func (b testBundle) config() notification.Config {
 		Deliveries: map[string]delivery.Delivery{"mail": b.mail, "sms": b.sms},
 		Policy:     retrypolicy.Policy{BaseDelay: 50 * time.Millisecond, RandFunc: func() float64 { return 0 }},
 	}
+}
+
+// meteredConfig is config with categories and a meter provider whose
+// metrics the returned reader collects.
+func (b testBundle) meteredConfig(categories map[string]notification.Category) (notification.Config, *sdkmetric.ManualReader) {
+	reader := sdkmetric.NewManualReader()
+	cfg := b.config()
+	cfg.MeterProvider = sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	cfg.Categories = categories
+	return cfg, reader
+}
+
+// loseSettleAndReemit makes the settled request id look as if its settle
+// had been lost and it had died of something else (as a crash after the
+// claim's commit and then MaxHands would have it), and re-emits it as an
+// operator would.
+func (b testBundle) loseSettleAndReemit(t *testing.T, id uuid.UUID) {
+	t.Helper()
+	_, err := b.db.ExecContext(t.Context(), `UPDATE "`+b.schema+`".outbox SET processed_at = NULL, failed_at = now(), failure_reason = 'lost' WHERE id = $1`, id)
+	require.NoError(t, err)
+	n, err := b.ob.Reemit(t.Context(), b.db, &relay.DeadFilter{IDs: []uuid.UUID{id}})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
 }
 
 func (b testBundle) dispatcher(t *testing.T, cfg notification.Config) *notification.Dispatcher {

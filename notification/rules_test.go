@@ -14,7 +14,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/tidings-go/tidings/delivery"
@@ -59,14 +58,11 @@ func ruleEntry(t *testing.T, st notification.Status, rule string) relay.Entry {
 func TestPreferences(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	reader := sdkmetric.NewManualReader()
-	cfg := b.config()
-	cfg.MeterProvider = sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	cfg.Categories = map[string]notification.Category{
+	cfg, reader := b.meteredConfig(map[string]notification.Category{
 		"booking":   {},
 		"marketing": {Defaults: map[string]bool{"": false, "mail": true}},
 		"security":  {Critical: true},
-	}
+	})
 	b.run(t, b.dispatcher(t, cfg))
 	t.Run("Cases", func(t *testing.T) { preferenceCases(t, b) })
 	t.Run("NotReemitted", func(t *testing.T) {
@@ -161,6 +157,33 @@ func TestUndeclaredCategoryIsDead(t *testing.T) {
 	require.Equal(t, relay.StateDead, st.State)
 	require.Equal(t, notification.CodeUnknownCategory, st.Code)
 	require.Contains(t, st.Reason, `category "bookings" is not declared`)
+}
+
+// A request delivered by a hand whose settle was lost is handed again
+// (here by a re-emit) after its subject turned the channel off: its
+// committed inbox claim says it was delivered, and no rule ends it as
+// skipped. The provider is not called again, and no decision is counted.
+func TestARuleDoesNotEndARequestDeliveredBefore(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cfg, reader := b.meteredConfig(map[string]notification.Category{"booking": {}})
+	b.run(t, b.dispatcher(t, cfg))
+	id := b.stage(t, notification.Request{Channel: "mail", Recipient: "a@example.com", Subject: "user-1", Category: "booking"})[0]
+	require.Equal(t, notification.OutcomeDelivered, b.waitOutcome(t, id).Outcome)
+
+	b.inTx(t, func(tx *sql.Tx) {
+		require.NoError(t, b.client.SetPreference(t.Context(), tx, "user-1",
+			notification.Preference{Category: "booking", Channel: "mail", Enabled: false}))
+	})
+	b.loseSettleAndReemit(t, id)
+
+	st := b.waitOutcome(t, id)
+	require.Equal(t, notification.OutcomeDelivered, st.Outcome, "delivered before; not skipped: %+v", st)
+	require.Equal(t, notification.CodeDelivered, st.Code)
+	require.Equal(t, 1, b.mail.Count(id), "delivered once")
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(t.Context(), &rm))
+	require.Zero(t, sumCounter(rm, notification.MetricDecisions, notification.AttrChannel, "mail", notification.AttrRule, notification.RulePreference))
 }
 
 // Quiet hours defer a request that comes due inside the subject's window

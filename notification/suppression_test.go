@@ -7,7 +7,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/tidings-go/tidings/notification"
@@ -22,10 +21,7 @@ import (
 func TestSuppressions(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	reader := sdkmetric.NewManualReader()
-	cfg := b.config()
-	cfg.MeterProvider = sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	cfg.Categories = map[string]notification.Category{"booking": {}, "marketing": {}, "security": {Critical: true}}
+	cfg, reader := b.meteredConfig(map[string]notification.Category{"booking": {}, "marketing": {}, "security": {Critical: true}})
 	b.run(t, b.dispatcher(t, cfg))
 
 	// stageWith commits a suppression (nil for none) and req in one
