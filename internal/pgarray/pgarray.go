@@ -28,6 +28,7 @@ func Of[T Elem](s []T) any {
 		return nil
 	}
 	var b strings.Builder
+	b.Grow(size(s))
 	b.WriteByte('{')
 	for i, v := range s {
 		if i > 0 {
@@ -52,6 +53,23 @@ func Of[T Elem](s []T) any {
 	return b.String()
 }
 
+// size is about the length of s's literal, exact for strings without a
+// quote or backslash: the builder then grows once.
+func size[T Elem](s []T) int {
+	n := 2 + len(s)
+	for _, v := range s {
+		switch v := any(v).(type) {
+		case sql.NullString:
+			n += len(v.String) + 4
+		case string:
+			n += len(v) + 2
+		default:
+			n += 8
+		}
+	}
+	return n
+}
+
 // float writes f as PostgreSQL reads a float8, infinities and NaN
 // included.
 func float(b *strings.Builder, f float64) {
@@ -71,11 +89,16 @@ func float(b *strings.Builder, f float64) {
 // and backslash.
 func quote(b *strings.Builder, s string) {
 	b.WriteByte('"')
-	for i := 0; i < len(s); i++ {
-		if s[i] == '"' || s[i] == '\\' {
-			b.WriteByte('\\')
+	for {
+		i := strings.IndexAny(s, `"\`)
+		if i < 0 {
+			break
 		}
+		b.WriteString(s[:i])
+		b.WriteByte('\\')
 		b.WriteByte(s[i])
+		s = s[i+1:]
 	}
+	b.WriteString(s)
 	b.WriteByte('"')
 }

@@ -3,6 +3,7 @@ package pgarray_test
 import (
 	"database/sql"
 	"math"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -16,7 +17,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // odd are strings an array literal must quote or escape to keep.
 var odd = []string{"", "NULL", "null", " padded ", `a"b`, `back\slash`, `\`, `"`, "{}", "a,b", "{a,b}", "tab\there",
-	"new\nline", "ünï©ødé", "'single'", "$1", "(1,2)"}
+	"new\nline", "ünï©ødé", "'single'", "$1", "(1,2)", `\"a\\b"`}
 
 func TestOf(t *testing.T) {
 	t.Parallel()
@@ -113,4 +114,17 @@ func parse(t *testing.T, lit string) []string {
 		}
 	}
 	return out
+}
+
+// BenchmarkOf writes the literal of a batch's subjects, as the
+// dispatcher's rules read does for each claimed batch.
+func BenchmarkOf(b *testing.B) {
+	subjects := make([]string, 375)
+	for i := range subjects {
+		subjects[i] = "subject-" + strconv.Itoa(i)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = pgarray.Of(subjects)
+	}
 }
