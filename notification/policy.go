@@ -212,7 +212,10 @@ func newPolicyQueries(schema string) policyQueries {
 		// arrays come through sub-selects, so that no plan knows their
 		// lengths and one made for one batch costs what one made for any:
 		// the server then keeps a prepared statement's plan instead of
-		// planning the statement again for every batch.
+		// planning the statement again for every batch. A preference's
+		// category and channel are each two equalities ORed, not an IN
+		// list, whose array the server would build for every entry of
+		// the index it reads (a tenth of the look-up's time).
 		batchRules: r.Replace(`SELECT 'q', q.* FROM unnest((SELECT $1::text[])) AS k(subject) CROSS JOIN LATERAL (
 				SELECT subject, NULL, NULL, NULL::boolean, NULL::timestamptz, time_zone, windows FROM {quiet}
 				WHERE subject = k.subject OFFSET 0) q
@@ -220,7 +223,7 @@ func newPolicyQueries(schema string) policyQueries {
 			SELECT 'p', p.* FROM unnest((SELECT $2::text[]), (SELECT $3::text[]), (SELECT $4::text[])) AS k(subject, category, channel)
 			CROSS JOIN LATERAL (
 				SELECT subject, category, channel, enabled, updated_at, NULL, NULL::jsonb FROM {preference}
-				WHERE subject = k.subject AND category IN (k.category, '') AND channel IN (k.channel, '') OFFSET 0) p
+				WHERE subject = k.subject AND (category = k.category OR category = '') AND (channel = k.channel OR channel = '') OFFSET 0) p
 			UNION ALL
 			SELECT 's', s.* FROM unnest((SELECT $5::text[]), (SELECT $6::text[])) AS k(channel, address) CROSS JOIN LATERAL (
 				SELECT address, scope, channel, NULL::boolean, created_at, reason,
