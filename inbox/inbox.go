@@ -94,7 +94,10 @@ func (ib *Inbox) Once(ctx context.Context, tx dbtx.Execer, consumer string, even
 	if eventID == uuid.Nil {
 		return false, fmt.Errorf("%w: event id is the nil UUID", ErrInvalid)
 	}
-	res, err := tx.ExecContext(ctx, ib.once, consumer, eventID)
+	// The id as text: pgx encodes a uuid.UUID through its driver.Valuer
+	// only after a plan that fails, building an error each time (twice
+	// the allocations of the statement); both drivers send a string as is.
+	res, err := tx.ExecContext(ctx, ib.once, consumer, eventID.String())
 	if err != nil {
 		return false, fmt.Errorf("inbox: claim: %w", err)
 	}

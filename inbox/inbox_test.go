@@ -15,6 +15,7 @@ import (
 
 	"github.com/tidings-go/tidings"
 	"github.com/tidings-go/tidings/inbox"
+	"github.com/tidings-go/tidings/internal/drivertest"
 	"github.com/tidings-go/tidings/internal/pgtest"
 )
 
@@ -474,4 +475,24 @@ func TestNew(t *testing.T) {
 		require.Equal(t, 1, b1.count(t, "true"))
 		require.Equal(t, 1, b2.count(t, "true"))
 	})
+}
+
+// BenchmarkOnce claims one event per transaction through pgx's
+// database/sql driver, as the dispatcher does for a request that commits
+// alone: begin, claim, roll back. Its allocations are the figure to
+// watch; its time is mostly the round trips.
+func BenchmarkOnce(b *testing.B) {
+	schema := pgtest.Schema(b, inbox.Migrate)
+	ib, err := inbox.New(schema)
+	require.NoError(b, err)
+	db := drivertest.PGX.Open(b, pgtest.URL(b), 1)
+	b.ReportAllocs()
+	for b.Loop() {
+		tx, err := db.BeginTx(b.Context(), nil)
+		require.NoError(b, err)
+		first, err := ib.Once(b.Context(), tx, consumer, uuid.New())
+		require.NoError(b, err)
+		require.True(b, first)
+		require.NoError(b, tx.Rollback())
+	}
 }

@@ -485,7 +485,8 @@ func (d *Dispatcher) claim(ctx context.Context, bind *binding, tx *sql.Tx, jobs 
 	var once bool
 	if key := j.req.DedupKey; key != "" {
 		var claimed bool
-		if err := tx.QueryRowContext(ctx, bind.policy.claimWithKey, d.cfg.Consumer, j.p.ID, key).Scan(&once, &claimed); err != nil {
+		// The id as text, as inbox.Once sends it.
+		if err := tx.QueryRowContext(ctx, bind.policy.claimWithKey, d.cfg.Consumer, j.p.ID.String(), key).Scan(&once, &claimed); err != nil {
 			return nil, nil, fmt.Errorf("inbox: claim with its dedup key: %w", err)
 		}
 		return map[uuid.UUID]bool{j.p.ID: once}, map[string]bool{key: claimed}, nil

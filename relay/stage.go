@@ -68,7 +68,9 @@ func (o *Outbox) Stage(ctx context.Context, tx dbtx.Execer, msg Message) (uuid.U
 	if !msg.NotBefore.IsZero() {
 		notBefore = msg.NotBefore
 	}
-	if _, err := tx.ExecContext(ctx, o.q.stage, row.id, msg.Module, msg.Kind, []byte(msg.Payload),
+	// The id as text: pgx encodes a uuid.UUID through its driver.Valuer
+	// only after a plan that fails, building an error each time.
+	if _, err := tx.ExecContext(ctx, o.q.stage, row.id.String(), msg.Module, msg.Kind, []byte(msg.Payload),
 		row.headers, row.correlation, row.causation, notBefore, o.wakeChannel(), msg.Lane, msg.Secret); err != nil {
 		return uuid.Nil, o.tableError("stage", err)
 	}
