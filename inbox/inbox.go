@@ -41,8 +41,8 @@ func Migrate(ctx context.Context, db *sql.DB, schema string) error {
 
 // Inbox is the inbox table of one schema. It is safe for concurrent use.
 type Inbox struct {
-	once, onceBatch, release string
-	purge                    string
+	once, onceBatch, release, claimed string
+	purge                             string
 }
 
 // New returns the inbox of schema ("" means "tidings"). The name must
@@ -65,6 +65,7 @@ func New(schema string) (*Inbox, error) {
 			ON CONFLICT (consumer, event_id) DO NOTHING
 			RETURNING event_id`,
 		release: `DELETE FROM ` + table + ` WHERE consumer = $1 AND event_id = ANY($2::uuid[])`,
+		claimed: `SELECT event_id FROM ` + table + ` WHERE consumer = $1 AND event_id = ANY($2::uuid[])`,
 		purge: `DELETE FROM ` + table + ` i USING (
 				SELECT consumer, event_id FROM ` + table + `
 				WHERE claimed_at < now() - make_interval(secs => $1)
@@ -116,23 +117,43 @@ func (ib *Inbox) OnceBatch(ctx context.Context, tx dbtx.Queryer, consumer string
 	if err := ident.Check("consumer", consumer); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	rows, err := tx.QueryContext(ctx, ib.onceBatch, consumer, pgarray.Of(uuidStrings(eventIDs)))
+	first, err := scanIDs(tx.QueryContext(ctx, ib.onceBatch, consumer, pgarray.Of(uuidStrings(eventIDs))))
 	if err != nil {
 		return nil, fmt.Errorf("inbox: claim batch: %w", err)
 	}
+	return first, nil
+}
+
+// Claimed returns those of eventIDs that consumer's committed claims hold,
+// as q sees them, without claiming any: for a caller that must tell an
+// effect that happened at an earlier delivery before it decides another
+// outcome. A claim an open transaction holds is not seen.
+func (ib *Inbox) Claimed(ctx context.Context, q dbtx.Queryer, consumer string, eventIDs []uuid.UUID) (map[uuid.UUID]bool, error) {
+	if err := ident.Check("consumer", consumer); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	claimed, err := scanIDs(q.QueryContext(ctx, ib.claimed, consumer, pgarray.Of(uuidStrings(eventIDs))))
+	if err != nil {
+		return nil, fmt.Errorf("inbox: read claims: %w", err)
+	}
+	return claimed, nil
+}
+
+// scanIDs reads the event ids a statement returned.
+func scanIDs(rows *sql.Rows, err error) (map[uuid.UUID]bool, error) {
+	if err != nil {
+		return nil, err
+	}
 	defer rows.Close()
-	first := make(map[uuid.UUID]bool, len(eventIDs))
+	ids := map[uuid.UUID]bool{}
 	for rows.Next() {
 		var id uuid.UUID
 		if err := rows.Scan(&id); err != nil {
-			return nil, fmt.Errorf("inbox: claim batch: %w", err)
+			return nil, err
 		}
-		first[id] = true
+		ids[id] = true
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("inbox: claim batch: %w", err)
-	}
-	return first, nil
+	return ids, rows.Err()
 }
 
 // Release removes consumer's claims of eventIDs inside tx, the transaction

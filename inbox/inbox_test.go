@@ -265,6 +265,30 @@ func TestOnceConcurrent(t *testing.T) {
 	}
 }
 
+// Claimed tells which events have a committed claim of the consumer,
+// without claiming any: not one another consumer claimed, nor one an open
+// transaction holds, nor one never claimed.
+func TestClaimed(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	mine, others, open, never := uuid.New(), uuid.New(), uuid.New(), uuid.New()
+	require.True(t, b.claim(t, consumer, mine))
+	require.True(t, b.claim(t, "shipping", others))
+	tx := b.begin(t)
+	first, err := b.ib.Once(t.Context(), tx, consumer, open)
+	require.NoError(t, err)
+	require.True(t, first)
+
+	got, err := b.ib.Claimed(t.Context(), b.db, consumer, []uuid.UUID{mine, others, open, never})
+	require.NoError(t, err)
+	require.Equal(t, map[uuid.UUID]bool{mine: true}, got)
+	require.Equal(t, 0, b.count(t, "event_id = $1", never), "reading claims claims nothing")
+
+	_, err = b.ib.Claimed(t.Context(), b.db, "Billing", []uuid.UUID{mine})
+	require.ErrorIs(t, err, inbox.ErrInvalid)
+	require.ErrorContains(t, err, "consumer")
+}
+
 func TestOnceInvalid(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

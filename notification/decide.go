@@ -302,11 +302,11 @@ func (d *Dispatcher) decide(ctx context.Context, bind *binding, b *relay.Batch, 
 	if len(decided) == 0 {
 		return keep
 	}
-	ids := make([]string, len(decided))
+	ids := make([]uuid.UUID, len(decided))
 	for k, dc := range decided {
-		ids[k] = dc.j.p.ID.String()
+		ids[k] = dc.j.p.ID
 	}
-	delivered, err := scanSet[uuid.UUID](bind.db.QueryContext(ctx, bind.policy.claimed, d.cfg.Consumer, pgarray.Of(ids)))
+	delivered, err := bind.inbox.Claimed(ctx, bind.db, d.cfg.Consumer, ids)
 	if err != nil {
 		err = fmt.Errorf("read the inbox claims of the requests a rule ends: %w", err)
 		for _, j := range keep {
@@ -507,7 +507,7 @@ func (d *Dispatcher) claimKeys(ctx context.Context, bind *binding, tx *sql.Tx, j
 	}
 	if claimed == nil {
 		var err error
-		if claimed, err = scanSet[string](tx.QueryContext(ctx, bind.policy.claimKeys, d.cfg.Consumer, pgarray.Of(keys), pgarray.Of(ids))); err != nil {
+		if claimed, err = scanKeys(tx.QueryContext(ctx, bind.policy.claimKeys, d.cfg.Consumer, pgarray.Of(keys), pgarray.Of(ids))); err != nil {
 			return nil, fmt.Errorf("claim dedup keys: %w", err)
 		}
 	}
@@ -550,20 +550,19 @@ func (d *Dispatcher) claimKeys(ctx context.Context, bind *binding, tx *sql.Tx, j
 	return stopped, nil
 }
 
-// scanSet reads the values of a statement that returns one column: the
-// keys a claimKeys statement claimed, the ids a claimed statement found.
-func scanSet[T comparable](rows *sql.Rows, err error) (map[T]bool, error) {
+// scanKeys reads the keys a claimKeys statement returned.
+func scanKeys(rows *sql.Rows, err error) (map[string]bool, error) {
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	set := map[T]bool{}
+	keys := map[string]bool{}
 	for rows.Next() {
-		var v T
-		if err := rows.Scan(&v); err != nil {
+		var key string
+		if err := rows.Scan(&key); err != nil {
 			return nil, err
 		}
-		set[v] = true
+		keys[key] = true
 	}
-	return set, rows.Err()
+	return keys, rows.Err()
 }

@@ -170,9 +170,8 @@ func (q QuietHours) validate() (*time.Location, error) {
 type policyQueries struct {
 	setPreference, deletePreference, preferences string
 	setQuiet, deleteQuiet, quiet                 string
-	// What the dispatcher reads per batch, and of the requests a rule
-	// would end, those delivered before.
-	batchRules, claimed string
+	// What the dispatcher reads per batch.
+	batchRules string
 	// The dedup keys of one claim's transaction.
 	claimKeys, claimWithKey, keyReference, readKeys, releaseKeys, purgeKeys string
 	// Suppressed addresses, and the transient failures that lead to one.
@@ -231,10 +230,6 @@ func newPolicyQueries(schema string) policyQueries {
 				WHERE channel = k.channel AND address = k.address OFFSET 0) s
 			UNION ALL
 			SELECT 'n', '', NULL, NULL, NULL, now(), NULL, NULL`),
-
-		// Of the requests $2, those whose inbox claim by consumer $1
-		// committed: delivered by an earlier hand whose settle was lost.
-		claimed: r.Replace(`SELECT event_id FROM {inbox} WHERE consumer = $1 AND event_id = ANY($2::uuid[])`),
 
 		// Keys in order, so two transactions claiming overlapping keys
 		// wait for each other instead of deadlocking. A key another open
