@@ -16,7 +16,7 @@ import (
 const (
 	BatchSizeDefault     = 500
 	ConcurrencyDefault   = 500
-	ConnectionsDefault   = 50
+	ConnectionsDefault   = 67
 	HandTimeoutDefault   = 30 * time.Second
 	LeaseDefault         = 2 * HandTimeoutDefault
 	SweepIntervalDefault = 30 * time.Second
@@ -73,7 +73,11 @@ type Config struct {
 	// free.
 	// One lane holds at most three quarters of Connections (at least
 	// one), so a lane whose provider hangs leaves the others a quarter.
-	// Default 50. Give the pool of the *sql.DB that many connections and
+	// A lane whose records each hold a connection, once full, is claimed
+	// again when half its room is free, not record by record: a claim
+	// costs the server about as much for two records as for twenty.
+	// Default 67, so that one such lane has 50 records in flight. Give
+	// the pool of the *sql.DB that many connections and
 	// a few for the relay's own statements (SetMaxOpenConns), and keep
 	// them idle (SetMaxIdleConns; database/sql keeps 2 by default):
 	// otherwise it opens and closes a PostgreSQL session for almost
@@ -185,6 +189,13 @@ func (c Config) withDefaults() Config {
 // laneConnections is the most connections one lane holds: three quarters
 // of Connections, at least one.
 func (c Config) laneConnections() int { return max(c.Connections*3/4, 1) }
+
+// claimMin is the least room a claim takes of a lane with records in
+// flight whose records each hold a connection: half of what the lane may
+// hold. A full lane is claimed again in batches of that many, where a
+// claim per freed record would cost the server a statement, its commit
+// and a settle for every few records.
+func (c Config) claimMin() int { return max(min(c.LaneLimit, c.laneConnections())/2, 1) }
 
 // sharedBatch is the most records of a shared lane one claim takes: half
 // its LaneLimit, rounded up, so that two of its batches are in flight at

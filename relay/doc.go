@@ -25,7 +25,9 @@
 //     that two of its batches are in flight), nor than 1,000, nor than the
 //     sink has connections left for (Connections: one per record, or one
 //     per batch of a lane a LaneSharer shares): a busy lane's rows wait
-//     untouched in the table. Concurrent relays, in one process or on many
+//     untouched in the table. A full lane of one connection per record
+//     is claimed again once half its room is free, not record by record.
+//     Concurrent relays, in one process or on many
 //     machines, take different rows; a relay that dies lets its leases run
 //     out and another takes the rows.
 //  4. Hand. A BatchSink gets the claimed batch whole; any other Sink gets

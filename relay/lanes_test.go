@@ -23,8 +23,8 @@ func (b testBundle) stageLane(t *testing.T, lane string, n int) {
 	require.NoError(t, err)
 }
 
-// slowLane is a sink whose records of lane "slow" hang until release
-// closes (or their hand ends); the others are done at once.
+// slowLane is a sink whose records of lane "slow" hang until they receive
+// from release (or their hand ends); the others are done at once.
 func slowLane(release <-chan struct{}) *recorder {
 	return newRecorder(func(ctx context.Context, rec relay.Record) relay.Result {
 		if rec.Lane == "slow" {
@@ -64,6 +64,36 @@ func TestLaneAtItsLimitIsNotClaimedWhileAnotherDrains(t *testing.T) {
 	b.eventually(t, "lane = 'fast' AND processed_at IS NOT NULL", 500, 30*time.Second)
 	require.Equal(t, before, versions(), "the waiting rows of the full lane were neither locked nor updated")
 	require.Equal(t, 4, b.count(t, "lane = 'slow' AND hands > 0"))
+}
+
+// A full lane whose records each hold a connection is claimed again once
+// half its room is free, in one claim, not in a claim per record that
+// finishes: with eight connections the lane holds six, and it takes
+// three more only once three have finished.
+func TestAFullLaneIsClaimedAgainOnceHalfItsRoomIsFree(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	finish := make(chan struct{}, 20) // a record of lane "slow" finishes for each
+	sink := slowLane(finish)
+	cfg := b.config(t)
+	cfg.Connections = 8
+	cfg.HandTimeout, cfg.Lease = time.Minute, 2*time.Minute
+	b.stageLane(t, "slow", 20)
+	supervise(t, b.db, cfg, sink)
+
+	b.eventually(t, "hands > 0", 6, 10*time.Second)
+	for done := 1; done <= 2; done++ {
+		finish <- struct{}{}
+		b.eventually(t, "processed_at IS NOT NULL", done, 10*time.Second)
+	}
+	require.Equal(t, 6, b.count(t, "hands > 0"), "two records finished: the lane has less room than a claim takes")
+	finish <- struct{}{}
+	b.eventually(t, "hands > 0", 9, 10*time.Second)
+	b.eventually(t, "processed_at IS NOT NULL", 3, 10*time.Second)
+	for range 17 {
+		finish <- struct{}{}
+	}
+	b.eventually(t, "processed_at IS NOT NULL", 20, 10*time.Second)
 }
 
 // A lane of its own is not capped below the relay's free slots by another

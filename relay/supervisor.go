@@ -318,8 +318,9 @@ type rooms struct {
 // room reports what the next claim may take. A lane's room is what its
 // records in flight leave of LaneLimit and, for a lane that takes a
 // connection per record, what its connections and the free connections
-// leave; a shared lane takes its room, up to half its LaneLimit, while
-// one connection is free for its batch, within its share.
+// leave, none while that is less than claimMin; a shared lane takes its
+// room, up to half its LaneLimit, while one connection is free for its
+// batch, within its share.
 func (s *supervisor) room() rooms {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -333,7 +334,9 @@ func (s *supervisor) room() rooms {
 		room := s.cfg.LaneLimit - u.records
 		switch {
 		case !s.shared[lane]:
-			room = min(room, laneConns-u.conns, freeConns)
+			if room = s.laneRoom(u); room < s.cfg.claimMin() {
+				room = 0
+			}
 		case u.conns >= laneConns:
 			room = 0
 		default:
@@ -375,6 +378,12 @@ func (r rooms) filled(recs []Record, limit int) bool {
 	return true
 }
 
+// laneRoom is what the records in flight of a lane that takes a
+// connection per record leave it, u being its use, under s.mu.
+func (s *supervisor) laneRoom(u laneUse) int {
+	return min(s.cfg.LaneLimit-u.records, s.cfg.laneConnections()-u.conns, s.cfg.Connections-s.conns)
+}
+
 // take counts the records of a claim (one batch) as in flight, with the
 // connections they take: one per record, and one per shared lane.
 func (s *supervisor) take(recs []Record) {
@@ -397,9 +406,11 @@ func (s *supervisor) take(recs []Record) {
 // release counts recs out of flight, with their connections, and the
 // connection of each lane of ended, a shared lane whose last record of a
 // batch is among recs. It wakes the claim loop when that gives room
-// where there was none. A batch's records are released together:
-// released one by one, the first would wake the claim loop into a claim
-// of one record, and the lane's next batch would come in pieces.
+// where there was none: a slot or a connection, a shared lane's room, or
+// claimMin of a lane that takes a connection per record. A batch's
+// records are released together: released one by one, the first would
+// wake the claim loop into a claim of one record, and the lane's next
+// batch would come in pieces.
 func (s *supervisor) release(recs []Record, ended []string) {
 	if len(recs) == 0 {
 		return
@@ -407,10 +418,16 @@ func (s *supervisor) release(recs []Record, ended []string) {
 	s.mu.Lock()
 	laneConns := s.cfg.laneConnections()
 	wasFull := s.inFlight == s.cfg.Concurrency || s.conns >= s.cfg.Connections
+	var short []string // lanes that take a connection per record with less room than a claim takes
+	for lane, u := range s.lanes {
+		if !s.shared[lane] && s.laneRoom(u) < s.cfg.claimMin() {
+			short = append(short, lane)
+		}
+	}
 	s.inFlight -= len(recs)
 	drop := func(lane string, records, conns int) {
 		u := s.lanes[lane]
-		wasFull = wasFull || u.records == s.cfg.LaneLimit || u.conns >= laneConns
+		wasFull = wasFull || s.shared[lane] && (u.records == s.cfg.LaneLimit || u.conns >= laneConns)
 		u.records -= records
 		u.conns -= conns
 		s.conns -= conns
@@ -429,6 +446,9 @@ func (s *supervisor) release(recs []Record, ended []string) {
 	}
 	for _, lane := range ended {
 		drop(lane, 0, 1)
+	}
+	for _, lane := range short {
+		wasFull = wasFull || s.laneRoom(s.lanes[lane]) >= s.cfg.claimMin()
 	}
 	s.mu.Unlock()
 	if wasFull {

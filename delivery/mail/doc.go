@@ -75,7 +75,7 @@
 // connection of its own, so the relay bounds the connections to the
 // server: without an idempotency header each request commits alone, and
 // a channel has at most three quarters of the relay's Connections in
-// flight (37 by default); with one, a batch sends all of its requests at
+// flight (50 by default); with one, a batch sends all of its requests at
 // once, and the channel's two batches in flight send up to the relay's
 // LaneLimit (375 by default). After an accepted message the connection is
 // kept for the next Deliver, which then sends MAIL FROM, RCPT TO and DATA

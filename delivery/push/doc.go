@@ -77,8 +77,8 @@
 // call with one message, so the relay bounds the calls in flight: Expo
 // does not drop a repeated push, so each request commits alone and holds
 // a connection, and a channel has at most three quarters of the relay's
-// Connections in flight (37 by default). Expo allows 600 pushes a second per project; beyond that it
-// answers 429, which is retried.
+// Connections in flight (50 by default). Expo allows 600 pushes a second
+// per project; beyond that it answers 429, which is retried.
 //
 // push imports only [delivery], its internal helpers and the standard
 // library.
