@@ -114,14 +114,7 @@ func (ib *Inbox) Once(ctx context.Context, tx dbtx.Execer, consumer string, even
 // were claimed by a committed transaction. Like Once, it waits for open
 // transactions that hold any of the same claims.
 func (ib *Inbox) OnceBatch(ctx context.Context, tx dbtx.Queryer, consumer string, eventIDs []uuid.UUID) (map[uuid.UUID]bool, error) {
-	if err := ident.Check("consumer", consumer); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	first, err := scanIDs(tx.QueryContext(ctx, ib.onceBatch, consumer, pgarray.Of(uuidStrings(eventIDs))))
-	if err != nil {
-		return nil, fmt.Errorf("inbox: claim batch: %w", err)
-	}
-	return first, nil
+	return ib.ids(ctx, tx, ib.onceBatch, "claim batch", consumer, eventIDs)
 }
 
 // Claimed returns those of eventIDs that consumer's committed claims hold,
@@ -129,31 +122,32 @@ func (ib *Inbox) OnceBatch(ctx context.Context, tx dbtx.Queryer, consumer string
 // effect that happened at an earlier delivery before it decides another
 // outcome. A claim an open transaction holds is not seen.
 func (ib *Inbox) Claimed(ctx context.Context, q dbtx.Queryer, consumer string, eventIDs []uuid.UUID) (map[uuid.UUID]bool, error) {
+	return ib.ids(ctx, q, ib.claimed, "read claims", consumer, eventIDs)
+}
+
+// ids runs query, one of consumer's statements over eventIDs, and returns
+// the event ids it gave; what names it in an error.
+func (ib *Inbox) ids(ctx context.Context, q dbtx.Queryer, query, what, consumer string, eventIDs []uuid.UUID) (map[uuid.UUID]bool, error) {
 	if err := ident.Check("consumer", consumer); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	claimed, err := scanIDs(q.QueryContext(ctx, ib.claimed, consumer, pgarray.Of(uuidStrings(eventIDs))))
+	rows, err := q.QueryContext(ctx, query, consumer, pgarray.Of(uuidStrings(eventIDs)))
 	if err != nil {
-		return nil, fmt.Errorf("inbox: read claims: %w", err)
-	}
-	return claimed, nil
-}
-
-// scanIDs reads the event ids a statement returned.
-func scanIDs(rows *sql.Rows, err error) (map[uuid.UUID]bool, error) {
-	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("inbox: %s: %w", what, err)
 	}
 	defer rows.Close()
 	ids := map[uuid.UUID]bool{}
 	for rows.Next() {
 		var id uuid.UUID
 		if err := rows.Scan(&id); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("inbox: %s: %w", what, err)
 		}
 		ids[id] = true
 	}
-	return ids, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("inbox: %s: %w", what, err)
+	}
+	return ids, nil
 }
 
 // Release removes consumer's claims of eventIDs inside tx, the transaction
