@@ -2,6 +2,8 @@ package relay_test
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -150,4 +152,53 @@ func TestRecordOfAnotherLaneIsHandedWhenDueWhileALaneIsFull(t *testing.T) {
 
 	b.eventually(t, "lane = 'slow' AND hands > 0", 2, 10*time.Second)
 	b.eventually(t, "lane = 'fast' AND processed_at IS NOT NULL", 1, 10*time.Second)
+}
+
+// A claim that gives a lane fewer records than its room tells the relay
+// when the lane's next row falls due: a record scheduled behind a prompt
+// one of its lane is handed when due, with no wake-up or sweep to find it.
+func TestRecordBehindOneClaimedInItsLaneIsHandedWhenDue(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cfg := b.config(t) // SweepInterval 1 h
+	cfg.HandTimeout, cfg.Lease = time.Minute, 2*time.Minute
+	cfg.Listener = nil // no LISTEN session, whose start wakes the relay once more
+	prompt, err := b.ob.Stage(t.Context(), b.db, relay.Message{Module: module, Kind: "k", Lane: "a", Payload: payload(0)})
+	require.NoError(t, err)
+	scheduled, err := b.ob.Stage(t.Context(), b.db, relay.Message{Module: module, Kind: "k", Lane: "a", Payload: payload(1),
+		NotBefore: time.Now().Add(time.Second)})
+	require.NoError(t, err)
+	sink := newRecorder(nil)
+	supervise(t, b.db, cfg, sink)
+
+	b.eventually(t, fmt.Sprintf("id = '%s' AND processed_at IS NOT NULL", prompt), 1, 10*time.Second)
+	b.eventually(t, fmt.Sprintf("id = '%s' AND processed_at IS NOT NULL", scheduled), 1, 10*time.Second)
+	require.Equal(t, 1, sink.handsOf(scheduled))
+}
+
+// A hand that outlives its lease is handed again when the lease ends,
+// though nothing else wakes the relay: the claim that leased it bounds the
+// relay's wait by its lease, which the claim's own answer cannot see.
+func TestHandOutlivingItsLeaseIsHandedAgainWhenItEnds(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cfg := b.config(t) // SweepInterval 1 h
+	cfg.HandTimeout, cfg.Lease = time.Second, 2*time.Second
+	cfg.Listener = nil
+	id, err := b.ob.Stage(t.Context(), b.db, relay.Message{Module: module, Kind: "k", Lane: "a", Payload: payload(0)})
+	require.NoError(t, err)
+	second := make(chan struct{})
+	secondCame := sync.OnceFunc(func() { close(second) })
+	sink := newRecorder(func(_ context.Context, rec relay.Record) relay.Result {
+		if rec.Hand == 1 {
+			<-second // ignores its context: outlives the hand timeout and the lease
+		} else {
+			secondCame()
+		}
+		return relay.Done()
+	})
+	supervise(t, b.db, cfg, sink)
+	t.Cleanup(secondCame) // before the relay stops: it waits for its hands
+
+	b.eventually(t, fmt.Sprintf("id = '%s' AND processed_at IS NOT NULL AND hands = 2", id), 1, 15*time.Second)
 }

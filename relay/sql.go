@@ -201,13 +201,17 @@ func newQueries(schema string) queries {
 		// timeline gets an entry for a hand that ended without an answer
 		// (hands ran ahead of answered_hand) and for a row dead here.
 		//
-		// Every row returned also says when the oldest row of the lanes
-		// that were not due falls due, if they have room, so a claim that
-		// filled the room of every due lane it gave rows of needs no
-		// second statement to set the relay's timer (the relay checks
-		// that those lanes are full; a slot coming free wakes it). The
-		// answer holds only when every row chosen was locked: a row
-		// another relay held is not accounted for.
+		// Every row returned also says when the next row falls due in a
+		// lane with room, so the relay sets its timer without a second
+		// statement: of a lane that was not due, its oldest row; of a due
+		// lane the claim did not give all its room, its first row not
+		// chosen, a retry or schedule to come, a lease of an earlier
+		// claim or a due row a limit left; and at the latest the lease of
+		// the rows claimed now, which the statement cannot see. A due lane
+		// given all its room is full, and a slot coming free wakes the
+		// relay (which checks that those lanes are full). The answer holds
+		// only when every row chosen was locked: a row another relay held
+		// is not accounted for.
 		//
 		// The claim commits without waiting for its WAL flush (nosync sets
 		// synchronous_commit for this statement's transaction only): that
@@ -225,9 +229,9 @@ func newQueries(schema string) queries {
 					LEFT JOIN unnest((SELECT $9::text[])) AS sh(lane) ON sh.lane = l.lane
 				WHERE l.available_at <= now()),
 			cand AS (
-				SELECT id FROM (
-					SELECT id, row_number() OVER (ORDER BY available_at) AS n FROM (
-						SELECT c.id, c.available_at, r.shared,
+				SELECT id, lane FROM (
+					SELECT id, lane, row_number() OVER (ORDER BY available_at) AS n FROM (
+						SELECT c.id, c.available_at, r.lane, r.shared,
 							row_number() OVER (PARTITION BY r.shared ORDER BY c.available_at) AS k
 						FROM room r CROSS JOIN LATERAL (
 							SELECT * FROM (
@@ -255,9 +259,17 @@ func newQueries(schema string) queries {
 				FROM due, nosync WHERE o.id = due.id
 				RETURNING o.*),
 			later AS (
-				SELECT min(l.available_at) AS at
+				SELECT least(min(CASE WHEN l.available_at > now() THEN l.available_at ELSE n.at END),
+						now() + make_interval(secs => $3)) AS at
 				FROM lanes l LEFT JOIN unnest((SELECT $6::text[]), (SELECT $7::int[])) AS b(lane, room) ON b.lane = l.lane
-				WHERE l.available_at > now() AND coalesce(b.room, $5) > 0),
+					LEFT JOIN LATERAL (
+						SELECT available_at AS at FROM {t}
+						WHERE l.available_at <= now()
+							AND (SELECT count(*) FROM cand WHERE cand.lane = l.lane) < least($2, coalesce(b.room, $5))
+							AND module = $1 AND lane = l.lane AND {pending} AND available_at >= l.available_at
+							AND id <> ALL(ARRAY(SELECT id FROM cand))
+						ORDER BY available_at LIMIT 1) n ON true
+				WHERE coalesce(b.room, $5) > 0),
 			entries AS (
 				INSERT INTO {timeline} (record_id, event, hand, code, reason)
 				SELECT id, 'lost', hands - 1, '` + CodeLostHand + `',

@@ -275,16 +275,11 @@ func (s *supervisor) claimLoop(ctx context.Context, handOut func([]Record)) {
 			continue // no slot or connection is free: wait for one
 		}
 		// The claim's answer of the next due time leaves out the lanes it
-		// gave records of: it holds if each of them ran out of room, not
-		// of due rows, and is full now.
-		full := after.full
-		switch {
-		case !r.filled(recs, limit):
-			next.known = false // a lane ran out of due rows: when its next falls due, only the database can say
-		case !allFull(recs, full):
-			continue // records finished while the claim ran: their lanes have room again, and rows due
+		// gave all their room: it holds if each of them is full now.
+		if !allFull(r.spent(recs, limit), after.full) {
+			continue // records finished while the claim ran: a lane it filled has room again, and may have rows due
 		}
-		timer.Reset(s.nextWait(ctx, full, next))
+		timer.Reset(s.nextWait(ctx, after.full, next))
 		select {
 		case <-s.wake:
 		case <-s.freed:
@@ -359,23 +354,24 @@ func (s *supervisor) room() rooms {
 	return r
 }
 
-// filled reports whether a claim of up to limit records, given r, gave
-// each lane it gave records of all the room it had.
-func (r rooms) filled(recs []Record, limit int) bool {
+// spent lists the lanes a claim of up to limit records, given r, gave all
+// the room they had.
+func (r rooms) spent(recs []Record, limit int) []string {
 	got := map[string]int{}
 	for _, rec := range recs {
 		got[rec.Lane]++
 	}
+	var lanes []string
 	for lane, n := range got {
 		room := r.other
 		if i := slices.Index(r.lanes, lane); i >= 0 {
 			room = int(r.rooms[i])
 		}
-		if n < min(limit, room) {
-			return false
+		if n >= min(limit, room) {
+			lanes = append(lanes, lane)
 		}
 	}
-	return true
+	return lanes
 }
 
 // laneRoom is what the records in flight of a lane that takes a
@@ -456,10 +452,10 @@ func (s *supervisor) release(recs []Record, ended []string) {
 	}
 }
 
-// allFull reports whether the lane of every record is in full.
-func allFull(recs []Record, full []string) bool {
-	for _, rec := range recs {
-		if !slices.Contains(full, rec.Lane) {
+// allFull reports whether every one of lanes is in full.
+func allFull(lanes, full []string) bool {
+	for _, lane := range lanes {
+		if !slices.Contains(full, lane) {
 			return false
 		}
 	}
