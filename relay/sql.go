@@ -262,10 +262,10 @@ func newQueries(schema string) queries {
 				SELECT least(min(CASE WHEN l.available_at > now() THEN l.available_at ELSE n.at END),
 						now() + make_interval(secs => $3)) AS at
 				FROM lanes l LEFT JOIN unnest((SELECT $6::text[]), (SELECT $7::int[])) AS b(lane, room) ON b.lane = l.lane
+					LEFT JOIN room r ON r.lane = l.lane
 					LEFT JOIN LATERAL (
 						SELECT available_at AS at FROM {t}
-						WHERE l.available_at <= now()
-							AND (SELECT count(*) FROM cand WHERE cand.lane = l.lane) < least($2, coalesce(b.room, $5))
+						WHERE (SELECT count(*) FROM cand WHERE cand.lane = r.lane) < r.room
 							AND module = $1 AND lane = l.lane AND {pending} AND available_at >= l.available_at
 							AND id <> ALL(ARRAY(SELECT id FROM cand))
 						ORDER BY available_at LIMIT 1) n ON true

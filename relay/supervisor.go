@@ -326,16 +326,14 @@ func (s *supervisor) room() rooms {
 	r := rooms{free: s.cfg.Concurrency - s.inFlight, other: min(s.cfg.LaneLimit, laneConns, freeConns), conns: freeConns}
 	add := func(lane string) {
 		u := s.lanes[lane]
-		room := s.cfg.LaneLimit - u.records
+		var room int
 		switch {
 		case !s.shared[lane]:
 			if room = s.laneRoom(u); room < s.cfg.claimMin() {
 				room = 0
 			}
-		case u.conns >= laneConns:
-			room = 0
-		default:
-			room = min(room, s.cfg.sharedBatch())
+		case u.conns < laneConns:
+			room = min(s.cfg.LaneLimit-u.records, s.cfg.sharedBatch())
 		}
 		room = max(room, 0)
 		r.lanes, r.rooms = append(r.lanes, lane), append(r.rooms, int64(room))
