@@ -15,7 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/tidings-go/tidings"
 	"github.com/tidings-go/tidings/internal/pgtest"
@@ -256,5 +259,18 @@ func BenchmarkStats(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// BenchmarkStartSpan is a hand's span under a sampler that records
+// nothing, as a service without tracing runs every hand.
+func BenchmarkStartSpan(b *testing.B) {
+	rec := relay.Record{ID: uuid.Must(uuid.NewV7()), Module: "notifications", CorrelationID: "c-1", Hand: 1}
+	tracer := noop.NewTracerProvider().Tracer("bench")
+	ctx := b.Context()
+	b.ReportAllocs()
+	for b.Loop() {
+		_, span := rec.StartSpan(ctx, tracer, "deliver mail", attribute.String("tidings.channel", "mail"))
+		span.End()
 	}
 }

@@ -85,6 +85,7 @@ func TestTelemetry(t *testing.T) {
 	require.Equal(t, producer.SpanContext().SpanID(), consumer.Parent().SpanID())
 	require.Len(t, consumer.Links(), 1)
 	require.Equal(t, producer.SpanContext().SpanID(), consumer.Links()[0].SpanContext.SpanID())
+	require.Contains(t, consumer.Attributes(), attribute.Int("tidings.hand", 1))
 	for _, a := range consumer.Attributes() {
 		require.NotContains(t, a.Value.Emit(), `"n"`, "no payload in span attributes")
 	}
@@ -99,6 +100,53 @@ func TestTelemetry(t *testing.T) {
 		"a record without a lane is counted under LaneUnknown, not an empty name")
 	for _, name := range []string{relay.MetricHandDuration, relay.MetricLag} {
 		requireSecondsBuckets(t, rm, name)
+	}
+}
+
+// sampled is a sampler that drops every span and keeps what it was asked
+// about the relay's consumer spans.
+type sampled struct{ asked chan []attribute.KeyValue }
+
+func (s sampled) ShouldSample(p sdktrace.SamplingParameters) sdktrace.SamplingResult {
+	if p.Kind == trace.SpanKindConsumer {
+		s.asked <- p.Attributes
+	}
+	return sdktrace.SamplingResult{Decision: sdktrace.Drop}
+}
+
+func (sampled) Description() string { return "drops every span" }
+
+// A sampler decides on a hand's span with the attributes the messaging
+// conventions name for sampling; the rest are built only for a span that
+// records.
+func TestSamplerSeesTheDestination(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s := sampled{asked: make(chan []attribute.KeyValue, 1)}
+	cfg := b.config(t)
+	cfg.TracerProvider = sdktrace.NewTracerProvider(sdktrace.WithSampler(s))
+	handed := make(chan struct{}, 1)
+	supervise(t, b.db, cfg, relay.SinkFunc(func(context.Context, relay.Record) relay.Result {
+		handed <- struct{}{}
+		return relay.Done()
+	}))
+	_, err := b.ob.Stage(t.Context(), b.db, relay.Message{Module: module, Kind: "order.placed", Payload: payload(1)})
+	require.NoError(t, err)
+
+	select {
+	case attrs := <-s.asked:
+		require.ElementsMatch(t, []attribute.KeyValue{
+			attribute.String("messaging.system", "tidings"),
+			attribute.String("messaging.operation.type", "process"),
+			attribute.String("messaging.destination.name", module),
+		}, attrs)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no consumer span was sampled within 10s of staging")
+	}
+	select {
+	case <-handed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the record was not handed within 10s of its span")
 	}
 }
 
