@@ -247,7 +247,7 @@ type job struct {
 // the timelines.
 func (d *Dispatcher) HandleBatch(ctx context.Context, b *relay.Batch) {
 	bind := d.binding()
-	var jobs []job
+	jobs := make([]job, 0, b.Len())
 	var groups [][]job
 	var reports, receipts []int
 	shared := map[string]int{} // channel -> its group
@@ -298,16 +298,27 @@ func (d *Dispatcher) HandleBatch(ctx context.Context, b *relay.Batch) {
 		}
 		jobs = append(jobs, j)
 	}
-	for _, j := range d.decide(ctx, bind, b, jobs) {
+	jobs = d.decide(ctx, bind, b, jobs)
+	// A shared channel's group is sized once: a job is large, and growing
+	// a group of hundreds by appending copied them over and again.
+	sizes := map[string]int{}
+	for _, j := range jobs {
+		if j.ch.shared {
+			sizes[j.ch.name]++
+		}
+	}
+	for _, j := range jobs {
 		ch := j.ch
 		if g, ok := shared[ch.name]; ok && ch.shared {
 			groups[g] = append(groups[g], j)
 			continue
 		}
+		group := make([]job, 1, max(sizes[ch.name], 1))
+		group[0] = j
 		if ch.shared {
 			shared[ch.name] = len(groups)
 		}
-		groups = append(groups, []job{j})
+		groups = append(groups, group)
 	}
 	var wg sync.WaitGroup
 	for _, jobs := range groups {
