@@ -156,6 +156,10 @@ func TestMigrate(t *testing.T) {
 		require.NoError(t, tidings.Migrate(t.Context(), db, schema))
 		require.Equal(t, migratedTables, tables(t, db, schema))
 		before := requireOneRowPerVersion(t, db, schema)
+		var options []string
+		require.NoError(t, db.QueryRowContext(t.Context(), `SELECT coalesce(reloptions, '{}') FROM pg_catalog.pg_class
+			WHERE oid = format('%I.outbox', $1::text)::regclass`, schema).Scan(pq.Array(&options)))
+		require.Equal(t, []string{"autovacuum_vacuum_scale_factor=0.02"}, options, "the outbox is vacuumed sooner than the server's default")
 
 		require.NoError(t, tidings.Migrate(t.Context(), db, schema))
 		after := requireOneRowPerVersion(t, db, schema)

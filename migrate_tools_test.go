@@ -194,16 +194,16 @@ func requireUpDownUp(t *testing.T, tool migrationTool, comps []component) string
 }
 
 // catalog describes what schema holds, without the schema's name:
-// relations, columns, indexes, constraints, triggers, functions and types,
+// relations (with their storage parameters), columns, indexes, constraints, triggers, functions and types,
 // leaving out the relations whose names ignore matches and what is theirs.
 func catalog(t *testing.T, schema, ignore string) []string {
 	t.Helper()
 	rows, err := pgtest.AdminDB(t).QueryContext(t.Context(), `
 		WITH rel AS (
-			SELECT c.oid, c.relname, c.relkind FROM pg_catalog.pg_class c
+			SELECT c.oid, c.relname, c.relkind, c.reloptions FROM pg_catalog.pg_class c
 			JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 			WHERE n.nspname = $1 AND c.relname !~ $2)
-		SELECT format('relation %s %s', relkind, relname) FROM rel
+		SELECT format('relation %s %s %s', relkind, relname, reloptions) FROM rel
 		UNION ALL
 		SELECT format('column %s.%s %s not_null=%s default=%s', r.relname, a.attname,
 			format_type(a.atttypid, a.atttypmod), a.attnotnull, coalesce(pg_get_expr(d.adbin, d.adrelid), ''))

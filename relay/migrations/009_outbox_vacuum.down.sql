@@ -1,0 +1,1 @@
+ALTER TABLE outbox RESET (autovacuum_vacuum_scale_factor);
