@@ -190,13 +190,6 @@ func (c Config) withDefaults() Config {
 // of Connections, at least one.
 func (c Config) laneConnections() int { return max(c.Connections*3/4, 1) }
 
-// claimMin is the least room a claim takes of a lane with records in
-// flight whose records each hold a connection: half of what the lane may
-// hold. A full lane is claimed again in batches of that many, where a
-// claim per freed record would cost the server a statement, its commit
-// and a settle for every few records.
-func (c Config) claimMin() int { return max(min(c.LaneLimit, c.laneConnections())/2, 1) }
-
 // sharedBatch is the most records of a shared lane one claim takes: half
 // its LaneLimit, rounded up, so that two of its batches are in flight at
 // once and the sink reads and claims one while it delivers and commits

@@ -26,7 +26,9 @@
 //     sink has connections left for (Connections: one per record, or one
 //     per batch of a lane a LaneSharer shares): a busy lane's rows wait
 //     untouched in the table. A full lane of one connection per record
-//     is claimed again once half its room is free, not record by record.
+//     is claimed again once half its room is free, not record by record:
+//     half of what the other lanes' connections leave it, when a lane
+//     whose deliveries hang holds most of them.
 //     Concurrent relays, in one process or on many
 //     machines, take different rows; a relay that dies lets its leases run
 //     out and another takes the rows.

@@ -329,7 +329,7 @@ func (s *supervisor) room() rooms {
 		var room int
 		switch {
 		case !s.shared[lane]:
-			if room = s.laneRoom(u); room < s.cfg.claimMin() {
+			if room = s.laneRoom(u); room < s.claimMin(u) {
 				room = 0
 			}
 		case u.conns < laneConns:
@@ -370,6 +370,20 @@ func (r rooms) spent(recs []Record, limit int) []string {
 		}
 	}
 	return lanes
+}
+
+// claimMin is the least room a claim takes of a lane with records in
+// flight whose records each hold a connection, u being its use: half of
+// what the lane may hold beside the connections the other lanes hold now.
+// A full lane is claimed again in batches of that many, where a claim per
+// freed record would cost the server a statement, its commit and a
+// settle for every few records. Half of a fixed LaneLimit was wrong
+// beside a channel whose hanging deliveries held most connections: the
+// lane never had that much room, and waited for their timeouts. Under
+// s.mu.
+func (s *supervisor) claimMin(u laneUse) int {
+	hold := min(s.cfg.LaneLimit, s.cfg.laneConnections(), s.cfg.Connections-(s.conns-u.conns))
+	return max(hold/2, 1)
 }
 
 // laneRoom is what the records in flight of a lane that takes a
@@ -414,7 +428,7 @@ func (s *supervisor) release(recs []Record, ended []string) {
 	wasFull := s.inFlight == s.cfg.Concurrency || s.conns >= s.cfg.Connections
 	var short []string // lanes that take a connection per record with less room than a claim takes
 	for lane, u := range s.lanes {
-		if !s.shared[lane] && s.laneRoom(u) < s.cfg.claimMin() {
+		if !s.shared[lane] && s.laneRoom(u) < s.claimMin(u) {
 			short = append(short, lane)
 		}
 	}
@@ -442,7 +456,8 @@ func (s *supervisor) release(recs []Record, ended []string) {
 		drop(lane, 0, 1)
 	}
 	for _, lane := range short {
-		wasFull = wasFull || s.laneRoom(s.lanes[lane]) >= s.cfg.claimMin()
+		u := s.lanes[lane]
+		wasFull = wasFull || s.laneRoom(u) >= s.claimMin(u)
 	}
 	s.mu.Unlock()
 	if wasFull {
