@@ -194,8 +194,9 @@ func requireUpDownUp(t *testing.T, tool migrationTool, comps []component) string
 }
 
 // catalog describes what schema holds, without the schema's name:
-// relations (with their storage parameters), columns, indexes, constraints, triggers, functions and types,
-// leaving out the relations whose names ignore matches and what is theirs.
+// relations (with their storage parameters), columns, indexes,
+// constraints, triggers, functions and types, leaving out the relations
+// whose names ignore matches and what is theirs.
 func catalog(t *testing.T, schema, ignore string) []string {
 	t.Helper()
 	rows, err := pgtest.AdminDB(t).QueryContext(t.Context(), `

@@ -248,9 +248,7 @@ type job struct {
 func (d *Dispatcher) HandleBatch(ctx context.Context, b *relay.Batch) {
 	bind := d.binding()
 	jobs := make([]job, 0, b.Len())
-	var groups [][]job
 	var reports, receipts []int
-	shared := map[string]int{} // channel -> its group
 	for i := range b.Len() {
 		rec := b.Record(i)
 		known := rec.Kind == Kind || rec.Kind == KindReport || rec.Kind == KindReceipts
@@ -299,26 +297,29 @@ func (d *Dispatcher) HandleBatch(ctx context.Context, b *relay.Batch) {
 		jobs = append(jobs, j)
 	}
 	jobs = d.decide(ctx, bind, b, jobs)
-	// A shared channel's group is sized once: a job is large, and growing
-	// a group of hundreds by appending copied them over and again.
+	// A shared channel's jobs make one group, allocated at its size: a job
+	// is large, and growing a group of hundreds by appending copied them
+	// over and again. Any other job is a group of its own.
 	sizes := map[string]int{}
 	for _, j := range jobs {
 		if j.ch.shared {
 			sizes[j.ch.name]++
 		}
 	}
+	var groups [][]job
+	shared := map[string]int{} // channel -> its group
 	for _, j := range jobs {
-		ch := j.ch
-		if g, ok := shared[ch.name]; ok && ch.shared {
-			groups[g] = append(groups[g], j)
+		if !j.ch.shared {
+			groups = append(groups, []job{j})
 			continue
 		}
-		group := make([]job, 1, max(sizes[ch.name], 1))
-		group[0] = j
-		if ch.shared {
-			shared[ch.name] = len(groups)
+		g, ok := shared[j.ch.name]
+		if !ok {
+			g = len(groups)
+			shared[j.ch.name] = g
+			groups = append(groups, make([]job, 0, sizes[j.ch.name]))
 		}
-		groups = append(groups, group)
+		groups[g] = append(groups[g], j)
 	}
 	var wg sync.WaitGroup
 	for _, jobs := range groups {
