@@ -30,8 +30,8 @@
 //     a crash would, and started again under a relay that is never
 //     restarted.
 //   - TestLostWakeUp: the LISTEN session killed, and kept from coming back,
-//     while events are staged: the sweep delivers them within twice its
-//     interval.
+//     while events are staged: the sweep claims them within twice its
+//     interval, and they are delivered.
 //
 // Tests that stop the server or terminate its sessions run a durable
 // throwaway cluster of their own (internal/pgtemp); the others use the
