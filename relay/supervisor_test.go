@@ -304,7 +304,10 @@ func testSupervise(t *testing.T, _ drivertest.Driver) {
 			return relay.Retry(0, ctx.Err())
 		})
 		cfg := b.config(t)
-		cfg.GracePeriod = 100 * time.Millisecond
+		// Short against the hand's minute, long enough for a claim: the
+		// claim's statement is bounded by the grace period too, and 100 ms
+		// failed every claim of a test run beside another test binary.
+		cfg.GracePeriod = 2 * time.Second
 		cfg.HandTimeout = time.Minute
 		cfg.Lease = 2 * time.Minute
 		b.stage(t, 1)
