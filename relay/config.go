@@ -125,7 +125,8 @@ type Config struct {
 	MaxUnsure int
 
 	// GracePeriod is how long Supervise lets in-flight hands finish after
-	// its context ends, before it cancels them. Default 10 s.
+	// its context ends, before it cancels them, and how long it waits for
+	// the answer of a claim in flight then. Default 10 s.
 	GracePeriod time.Duration
 
 	// Retention is how long processed and cancelled records are kept.

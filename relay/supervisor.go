@@ -51,9 +51,10 @@ var ErrNoSink = errors.New("relay: sink is nil")
 //     (a BatchSink may write it in its own transaction instead);
 //   - purge: settled records older than cfg.Retention, every
 //     cfg.PurgeInterval;
-//   - shutdown: when ctx ends, stop claiming, let in-flight hands finish
-//     for cfg.GracePeriod, cancel what remains, settle everything and
-//     return.
+//   - shutdown: when ctx ends, stop claiming (a claim on the wire is
+//     awaited for cfg.GracePeriod and what it claimed given back), let
+//     in-flight hands finish for cfg.GracePeriod, cancel what remains,
+//     settle everything and return.
 //
 // Two budgets bound a record's life, and they cannot contradict each
 // other: attempts, spent by the sink's answers (Retry counts one; the
@@ -238,9 +239,13 @@ func (s *supervisor) claimLoop(ctx context.Context, handOut func([]Record)) {
 		// The claim does not end with ctx: a claim the server committed
 		// after a cancelled caller stopped listening would leave its
 		// records leased for a whole lease by a relay that is gone. Its
-		// answer is awaited for the grace period, and released below.
-		claimCtx, cancelClaim := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.GracePeriod)
+		// answer is awaited for up to a lease (by then its leases have
+		// run out anyway), and once ctx ends, for the grace period at
+		// most; what it claimed is released below.
+		claimCtx, cancelClaim := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.Lease)
+		stopGrace := context.AfterFunc(ctx, func() { time.AfterFunc(s.cfg.GracePeriod, cancelClaim) })
 		recs, next, err := s.claim(claimCtx, limit, r)
+		stopGrace()
 		cancelClaim()
 		if err != nil {
 			if ctx.Err() != nil {

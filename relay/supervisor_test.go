@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tidings-go/tidings/internal/drivertest"
@@ -304,10 +305,7 @@ func testSupervise(t *testing.T, _ drivertest.Driver) {
 			return relay.Retry(0, ctx.Err())
 		})
 		cfg := b.config(t)
-		// Short against the hand's minute, long enough for a claim: the
-		// claim's statement is bounded by the grace period too, and 100 ms
-		// failed every claim of a test run beside another test binary.
-		cfg.GracePeriod = 2 * time.Second
+		cfg.GracePeriod = 100 * time.Millisecond
 		cfg.HandTimeout = time.Minute
 		cfg.Lease = 2 * time.Minute
 		b.stage(t, 1)
@@ -316,6 +314,68 @@ func testSupervise(t *testing.T, _ drivertest.Driver) {
 		stop()
 		require.Equal(t, 1, b.count(t, "processed_at IS NULL AND failed_at IS NULL AND attempts = 1 AND last_error = 'context canceled' AND available_at <= now()"))
 	})
+}
+
+// The grace period bounds a claim in flight at shutdown only: while the
+// relay runs, a claim that waits longer on a busy server is no failure.
+func TestAClaimMayOutlastTheGracePeriod(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var logs logbuf.Buffer
+	cfg := b.config(t)
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	cfg.GracePeriod = 50 * time.Millisecond
+	sink := newRecorder(nil)
+	supervise(t, b.db, cfg, sink)
+
+	unlock := b.holdClaims(t, 10*cfg.GracePeriod)
+	unlock()
+	sink.waitHands(t, 1, testwait.Within)
+	b.eventually(t, "processed_at IS NOT NULL", 1, testwait.Within)
+	require.NotContains(t, logs.String(), "claim failed")
+}
+
+// A claim in flight when the relay stops is awaited for the grace period,
+// not for a lease.
+func TestAClaimHangingAtShutdownIsAbandonedAfterTheGracePeriod(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cfg := b.config(t)
+	cfg.GracePeriod = 100 * time.Millisecond
+	cfg.Lease = time.Hour
+	stop := supervise(t, b.db, cfg, newRecorder(nil))
+
+	unlock := b.holdClaims(t, 0)
+	stopped := make(chan struct{})
+	go func() {
+		stop()
+		close(stopped)
+	}()
+	testwait.Recv(t, stopped, "Supervise to return while its claim still waited on a lock, its lease an hour")
+	unlock()
+}
+
+// holdClaims locks the timeline, which a claim writes to and the staging
+// insert does not touch, stages a record, and returns once the relay's
+// claim has waited on the lock for longer than d. The returned func lets
+// the claim go on.
+func (b testBundle) holdClaims(t *testing.T, d time.Duration) (unlock func()) {
+	t.Helper()
+	tx, err := b.db.BeginTx(t.Context(), nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback() })
+	_, err = tx.ExecContext(t.Context(), `LOCK TABLE "`+b.schema+`".timeline IN EXCLUSIVE MODE`)
+	require.NoError(t, err)
+	b.stage(t, 1)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		var waiting bool
+		assert.NoError(c, b.db.QueryRowContext(t.Context(), `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND position('set_config(''synchronous_commit''' IN query) > 0
+				AND position($1 IN query) > 0 AND clock_timestamp() - query_start > $2 * interval '1 ms')`,
+			b.schema, d.Milliseconds()).Scan(&waiting))
+		assert.True(c, waiting, "the relay's claim waiting on the lock for over %s", d)
+	}, testwait.Within, 10*time.Millisecond)
+	return func() { require.NoError(t, tx.Commit()) }
 }
 
 // A Listener that cannot connect is an error at start, not a relay that
