@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/tidings-go/tidings"
 	"github.com/tidings-go/tidings/dbtx"
 	"github.com/tidings-go/tidings/internal/drivertest"
+	"github.com/tidings-go/tidings/internal/logbuf"
 	"github.com/tidings-go/tidings/internal/pgtemp"
 	"github.com/tidings-go/tidings/internal/pgtest"
 	"github.com/tidings-go/tidings/relay"
@@ -119,6 +121,13 @@ func (b testBundle) eventually(t *testing.T, where string, want int, within time
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		assert.Equal(c, want, b.count(t, where), "rows where %s", where)
 	}, within, 10*time.Millisecond)
+}
+
+// logged sends the relay's logs to the returned buffer, as text.
+func logged(cfg *relay.Config) *logbuf.Buffer {
+	logs := &logbuf.Buffer{}
+	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	return logs
 }
 
 // supervise runs a relay until the test ends; stop ends it early.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"strings"
 	"sync"
@@ -17,7 +16,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tidings-go/tidings/internal/drivertest"
-	"github.com/tidings-go/tidings/internal/logbuf"
 	"github.com/tidings-go/tidings/internal/pgtest"
 	"github.com/tidings-go/tidings/internal/tcpproxy"
 	"github.com/tidings-go/tidings/internal/testwait"
@@ -321,9 +319,8 @@ func testSupervise(t *testing.T, _ drivertest.Driver) {
 func TestAClaimMayOutlastTheGracePeriod(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	var logs logbuf.Buffer
 	cfg := b.config(t)
-	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	logs := logged(&cfg)
 	cfg.GracePeriod = 50 * time.Millisecond
 	sink := newRecorder(nil)
 	supervise(t, b.db, cfg, sink)
@@ -471,9 +468,8 @@ func TestSettleIsFencedByTheHand(t *testing.T) {
 func TestSuperviseWarnsAboutIdleTransactionTimeout(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	var logs logbuf.Buffer
 	cfg := b.config(t)
-	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	logs := logged(&cfg)
 	db := pgtest.Open(t, 1)
 	_, err := db.ExecContext(t.Context(), `SET idle_in_transaction_session_timeout = '1s'`)
 	require.NoError(t, err)
