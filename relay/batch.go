@@ -246,7 +246,7 @@ func settleArgs(st []settlement) []any {
 	details, secrets := make([]string, n), make([]string, n)
 	for i, s := range st {
 		ids[i], hands[i], attempts[i], outcomes[i] = s.id.String(), int64(s.hand), int64(s.attempts), s.res.outcome.String()
-		delays[i], texts[i], codes[i], took[i] = s.res.delay.Seconds(), s.res.text, s.res.code, s.took.Seconds()
+		delays[i], texts[i], codes[i], took[i] = s.res.delay.Seconds(), validate.Storable(s.res.text), validate.Storable(s.res.code), s.took.Seconds()
 		details[i], secrets[i] = detailJSON(s.res.detail), strconv.FormatBool(s.secret)
 	}
 	return []any{pgarray.Of(ids), pgarray.Of(hands), pgarray.Of(outcomes), pgarray.Of(delays), pgarray.Of(texts), pgarray.Of(attempts),

@@ -536,3 +536,27 @@ func TestLaterGivesTheRecordBackUncounted(t *testing.T) {
 	require.Empty(t, st.LastError)
 	require.Equal(t, "later, in 400ms", relay.Later(delay).String())
 }
+
+// A reason PostgreSQL's text cannot hold (a NUL, UTF-8 cut mid-rune, as a
+// provider's answer quoted in an error may be) is stored with U+FFFD in
+// their place: the record ends as its sink answered, and the settle of the
+// records beside it is not held up.
+func TestAReasonTheDatabaseCannotStoreIsStoredCleaned(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ids := b.stage(t, 3)
+	sink := newRecorder(func(_ context.Context, rec relay.Record) relay.Result {
+		if rec.ID == ids[0] {
+			return relay.Dead(errors.New("provider said \x00 then \xe2\x82")).WithCode("provider.\xffodd")
+		}
+		return relay.Done()
+	})
+	supervise(t, b.db, b.config(t), sink)
+	b.eventually(t, "processed_at IS NOT NULL", 2, testwait.Within)
+	b.eventually(t, "failed_at IS NOT NULL", 1, testwait.Within)
+	st, err := b.ob.Status(t.Context(), b.db, ids[0])
+	require.NoError(t, err)
+	require.Equal(t, relay.StateDead, st.State)
+	require.Equal(t, "provider said \uFFFD then \uFFFD", st.Reason)
+	require.Equal(t, "provider.\uFFFDodd", st.Code)
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 )
@@ -48,4 +49,20 @@ func containsNUL(v any) bool {
 		}
 	}
 	return false
+}
+
+// FuzzStorable checks that Storable's answer holds no NUL and is valid
+// UTF-8, and that it leaves alone what already was.
+func FuzzStorable(f *testing.F) {
+	for _, seed := range []string{"ok", "a\x00b", "cut \xe2\x82", "\xff\xfe", "é\x00\xc3"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got := Storable(s)
+		require.True(t, utf8.ValidString(got), "%q gave %q", s, got)
+		require.NotContains(t, got, "\x00", "%q", s)
+		if utf8.ValidString(s) && !strings.Contains(s, "\x00") {
+			require.Equal(t, s, got)
+		}
+	})
 }

@@ -46,6 +46,14 @@ func NoNUL(field, s string) error {
 	return nil
 }
 
+// Storable returns s as PostgreSQL's text can store it: each NUL byte and
+// each run of invalid UTF-8 replaced by U+FFFD. For text the library
+// writes whatever it holds, such as a sink's reason for an outcome, which
+// may quote a provider's answer cut anywhere.
+func Storable(s string) string {
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+}
+
 // Printable checks that s is at most max bytes of valid UTF-8, every rune
 // printable (unicode.IsPrint: no control or format character, no space
 // but U+0020).
