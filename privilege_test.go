@@ -148,7 +148,7 @@ func TestLeastPrivilege(t *testing.T) {
 	require.NoError(t, err)
 	ib, err := inbox.New(schema)
 	require.NoError(t, err)
-	claims, err := ib.Purge(t.Context(), app, time.Microsecond)
+	claims, err := ib.Purge(t.Context(), app, "app_notify", time.Microsecond)
 	require.NoError(t, err)
 	require.EqualValues(t, 3, claims, "two deliveries and one cancel")
 

@@ -15,5 +15,6 @@
 //
 // Claims must outlive the longest redelivery of their events (a lease, a
 // retry schedule, a re-emit of a dead record), so their retention is longer
-// than the outbox's. Purge removes the older ones in small batches.
+// than the outbox's. Purge removes a consumer's older ones in small
+// batches.
 package inbox

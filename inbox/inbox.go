@@ -68,7 +68,7 @@ func New(schema string) (*Inbox, error) {
 		claimed: `SELECT event_id FROM ` + table + ` WHERE consumer = $1 AND event_id = ANY($2::uuid[])`,
 		purge: `DELETE FROM ` + table + ` i USING (
 				SELECT consumer, event_id FROM ` + table + `
-				WHERE claimed_at < now() - make_interval(secs => $1)
+				WHERE consumer = $3 AND claimed_at < now() - make_interval(secs => $1)
 				LIMIT $2 FOR UPDATE SKIP LOCKED) old
 			WHERE i.consumer = old.consumer AND i.event_id = old.event_id`,
 	}, nil
@@ -167,15 +167,19 @@ func uuidStrings(ids []uuid.UUID) []string {
 	return s
 }
 
-// Purge deletes claims older than olderThan, PurgeBatchDefault at a time,
-// until none is left, and returns how many it deleted. olderThan must be
-// positive: a claim purged while its event can still be redelivered lets
-// the effect happen twice.
-func (ib *Inbox) Purge(ctx context.Context, db *sql.DB, olderThan time.Duration) (int64, error) {
+// Purge deletes consumer's claims older than olderThan, PurgeBatchDefault
+// at a time, until none is left, and returns how many it deleted. Other
+// consumers' claims are left alone: each knows how long its own events
+// can be redelivered. olderThan must be positive: a claim purged while its
+// event can still be redelivered lets the effect happen twice.
+func (ib *Inbox) Purge(ctx context.Context, db *sql.DB, consumer string, olderThan time.Duration) (int64, error) {
+	if err := ident.Check("consumer", consumer); err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
 	if olderThan <= 0 {
 		return 0, fmt.Errorf("%w: purge age %s is not positive", ErrInvalid, olderThan)
 	}
-	n, err := purge.Batches(ctx, db, ib.purge, olderThan, PurgeBatchDefault)
+	n, err := purge.Batches(ctx, db, ib.purge, olderThan, PurgeBatchDefault, consumer)
 	if err != nil {
 		return n, fmt.Errorf("inbox: purge: %w", err)
 	}

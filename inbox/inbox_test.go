@@ -322,15 +322,12 @@ func TestOnceInvalid(t *testing.T) {
 func TestPurge(t *testing.T) {
 	t.Parallel()
 
-	// insertOld commits n claims of consumers "old_0".."old_2", and ages
-	// them to 48 hours.
-	insertOld := func(t *testing.T, b testBundle, n int) {
+	// insertOld commits n claims of consumer, and ages them to 48 hours.
+	insertOld := func(t *testing.T, b testBundle, consumer string, n int) {
 		t.Helper()
-		_, err := b.db.ExecContext(t.Context(), `INSERT INTO "`+b.schema+`".inbox (consumer, event_id)
-			SELECT 'old_' || (g % 3), pg_catalog.gen_random_uuid() FROM pg_catalog.generate_series(1, $1) g`, n)
-		require.NoError(t, err)
-		_, err = b.db.ExecContext(t.Context(), `UPDATE "`+b.schema+`".inbox
-			SET claimed_at = now() - interval '48 hours' WHERE consumer LIKE 'old\_%'`)
+		_, err := b.db.ExecContext(t.Context(), `INSERT INTO "`+b.schema+`".inbox (consumer, event_id, claimed_at)
+			SELECT $1, pg_catalog.gen_random_uuid(), now() - interval '48 hours'
+			FROM pg_catalog.generate_series(1, $2)`, consumer, n)
 		require.NoError(t, err)
 	}
 
@@ -338,38 +335,46 @@ func TestPurge(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		old := 2*inbox.PurgeBatchDefault + 345
-		insertOld(t, b, old)
+		insertOld(t, b, consumer, old)
 		// Fresh claims, and claims close to the retention but inside it.
-		for range 3 {
-			require.True(t, b.claim(t, "fresh", uuid.New()))
-		}
-		for range 2 {
-			require.True(t, b.claim(t, "almost", uuid.New()))
+		ids := make([]uuid.UUID, 5)
+		for k := range ids {
+			ids[k] = uuid.New()
+			require.True(t, b.claim(t, consumer, ids[k]))
 		}
 		_, err := b.db.ExecContext(t.Context(), `UPDATE "`+b.schema+`".inbox
-			SET claimed_at = now() - interval '23 hours' WHERE consumer = 'almost'`)
+			SET claimed_at = now() - interval '23 hours' WHERE event_id IN ($1, $2)`, ids[3].String(), ids[4].String())
 		require.NoError(t, err)
 		require.Equal(t, old+5, b.count(t, "true"))
 
-		n, err := b.ib.Purge(t.Context(), b.db, 24*time.Hour)
+		n, err := b.ib.Purge(t.Context(), b.db, consumer, 24*time.Hour)
 		require.NoError(t, err)
 		require.Equal(t, int64(old), n)
-		require.Equal(t, 0, b.count(t, `consumer LIKE 'old\_%'`))
-		require.Equal(t, 3, b.count(t, "consumer = 'fresh'"))
-		require.Equal(t, 2, b.count(t, "consumer = 'almost'"))
+		require.Equal(t, 5, b.count(t, "true"), "the fresh claims and those inside the retention are kept")
 
-		n, err = b.ib.Purge(t.Context(), b.db, 24*time.Hour)
+		n, err = b.ib.Purge(t.Context(), b.db, consumer, 24*time.Hour)
 		require.NoError(t, err)
 		require.Zero(t, n)
 		require.Equal(t, 5, b.count(t, "true"))
+	})
+
+	t.Run("LeavesOtherConsumersClaims", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		insertOld(t, b, consumer, 3)
+		insertOld(t, b, "other", 4)
+		n, err := b.ib.Purge(t.Context(), b.db, consumer, time.Hour)
+		require.NoError(t, err)
+		require.Equal(t, int64(3), n)
+		require.Equal(t, 4, b.count(t, "consumer = 'other'"), "another consumer's claims, however old, are its own to purge")
 	})
 
 	t.Run("ExactMultipleOfTheBatch", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		old := 2 * inbox.PurgeBatchDefault
-		insertOld(t, b, old)
-		n, err := b.ib.Purge(t.Context(), b.db, time.Hour)
+		insertOld(t, b, consumer, old)
+		n, err := b.ib.Purge(t.Context(), b.db, consumer, time.Hour)
 		require.NoError(t, err)
 		require.Equal(t, int64(old), n)
 		require.Equal(t, 0, b.count(t, "true"))
@@ -378,19 +383,19 @@ func TestPurge(t *testing.T) {
 	t.Run("SkipsClaimsLockedByAnOpenTransaction", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		insertOld(t, b, 5)
+		insertOld(t, b, consumer, 5)
 		var locked uuid.UUID
 		tx := b.begin(t)
 		require.NoError(t, tx.QueryRowContext(t.Context(), `SELECT event_id FROM "`+b.schema+`".inbox
 			LIMIT 1 FOR UPDATE`).Scan(&locked))
 
-		n, err := b.ib.Purge(t.Context(), b.db, time.Hour)
+		n, err := b.ib.Purge(t.Context(), b.db, consumer, time.Hour)
 		require.NoError(t, err)
 		require.Equal(t, int64(4), n, "the purge neither waits for nor deletes the locked claim")
 		require.Equal(t, 1, b.count(t, "event_id = $1", locked))
 
 		require.NoError(t, tx.Rollback())
-		n, err = b.ib.Purge(t.Context(), b.db, time.Hour)
+		n, err = b.ib.Purge(t.Context(), b.db, consumer, time.Hour)
 		require.NoError(t, err)
 		require.Equal(t, int64(1), n)
 		require.Equal(t, 0, b.count(t, "true"))
@@ -399,7 +404,7 @@ func TestPurge(t *testing.T) {
 	t.Run("EmptyInbox", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		n, err := b.ib.Purge(t.Context(), b.db, time.Hour)
+		n, err := b.ib.Purge(t.Context(), b.db, consumer, time.Hour)
 		require.NoError(t, err)
 		require.Zero(t, n)
 	})
@@ -410,7 +415,7 @@ func TestPurge(t *testing.T) {
 		_, err := b.ib.Once(t.Context(), b.db, consumer, uuid.New())
 		require.NoError(t, err)
 		for _, age := range []time.Duration{0, -time.Hour} {
-			_, err := b.ib.Purge(t.Context(), b.db, age)
+			_, err := b.ib.Purge(t.Context(), b.db, consumer, age)
 			require.ErrorIs(t, err, inbox.ErrInvalid)
 			require.ErrorContains(t, err, "not positive")
 		}

@@ -612,20 +612,21 @@ func (d *Dispatcher) deliver(ctx context.Context, j job) (out delivery.Outcome) 
 	return j.ch.dl.Deliver(ctx, j.p)
 }
 
-// Purge deletes the dispatcher's inbox claims older than InboxRetention,
-// its dedup keys older than DedupRetention, and the transient failures of
-// addresses last reported longer than TransientWindow ago.
+// Purge deletes the dispatcher's inbox claims older than InboxRetention
+// and its dedup keys older than DedupRetention (another Consumer's are
+// left alone), and the transient failures of addresses last reported
+// longer than TransientWindow ago.
 // The relay supervisor calls it on each purge pass.
 func (d *Dispatcher) Purge(ctx context.Context) (int64, error) {
 	bind := d.binding()
 	if bind == nil {
 		return 0, ErrNotPrepared
 	}
-	n, err := bind.inbox.Purge(ctx, bind.db, d.cfg.InboxRetention)
+	n, err := bind.inbox.Purge(ctx, bind.db, d.cfg.Consumer, d.cfg.InboxRetention)
 	if err != nil {
 		return n, err
 	}
-	keys, err := purge.Batches(ctx, bind.db, bind.policy.purgeKeys, d.cfg.DedupRetention, inbox.PurgeBatchDefault)
+	keys, err := purge.Batches(ctx, bind.db, bind.policy.purgeKeys, d.cfg.DedupRetention, inbox.PurgeBatchDefault, d.cfg.Consumer)
 	if err != nil {
 		return n + keys, fmt.Errorf("notification: purge dedup keys: %w", err)
 	}

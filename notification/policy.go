@@ -293,7 +293,7 @@ func newPolicyQueries(schema string) policyQueries {
 			WHERE module = $1 AND lane = $2 AND processed_at IS NULL AND failed_at IS NULL AND cancelled_at IS NULL
 				AND kind = $3 AND strpos(lower(payload->>'recipient'), $4) > 0`),
 		purgeKeys: r.Replace(`DELETE FROM {dedup} d USING (
-				SELECT consumer, key FROM {dedup} WHERE claimed_at < now() - make_interval(secs => $1)
+				SELECT consumer, key FROM {dedup} WHERE consumer = $3 AND claimed_at < now() - make_interval(secs => $1)
 				LIMIT $2 FOR UPDATE SKIP LOCKED) old
 			WHERE d.consumer = old.consumer AND d.key = old.key`),
 	}

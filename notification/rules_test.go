@@ -505,7 +505,8 @@ func (b testBundle) dump(t *testing.T, s string) []string {
 }
 
 // A dedup key is forgotten after DedupRetention: a request with it is
-// delivered again.
+// delivered again. Another dispatcher's keys and claims in the same schema
+// are its own to purge, at its own retention.
 func TestDedupKeysArePurgedAfterTheirRetention(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -514,12 +515,24 @@ func TestDedupKeysArePurgedAfterTheirRetention(t *testing.T) {
 	req := notification.Request{Channel: "mail", Recipient: "a@example.com", DedupKey: "weekly-digest"}
 	first := b.stage(t, req)[0]
 	require.Equal(t, notification.OutcomeDelivered, b.waitOutcome(t, first).Outcome)
+	_, err := b.db.ExecContext(t.Context(), `INSERT INTO "`+b.schema+`".dedup (consumer, key, event_id)
+		VALUES ('digest', 'weekly-digest', gen_random_uuid())`)
+	require.NoError(t, err)
+	_, err = b.db.ExecContext(t.Context(), `INSERT INTO "`+b.schema+`".inbox (consumer, event_id, claimed_at)
+		VALUES ('digest', gen_random_uuid(), now() - interval '400 days')`)
+	require.NoError(t, err)
 
-	_, err := b.db.ExecContext(t.Context(), `UPDATE "`+b.schema+`".dedup SET claimed_at = now() - interval '29 days'`)
+	_, err = b.db.ExecContext(t.Context(), `UPDATE "`+b.schema+`".dedup SET claimed_at = now() - interval '29 days'`)
 	require.NoError(t, err)
 	n, err := d.Purge(t.Context())
 	require.NoError(t, err)
 	require.EqualValues(t, 1, n, "the key; the inbox claim is younger than its retention")
+	for _, table := range []string{"dedup", "inbox"} {
+		var left int
+		require.NoError(t, b.db.QueryRowContext(t.Context(), `SELECT count(*) FROM "`+b.schema+`".`+table+
+			` WHERE consumer = 'digest'`).Scan(&left))
+		require.Equal(t, 1, left, "another dispatcher's row of %s", table)
+	}
 	again := b.stage(t, req)[0]
 	require.Equal(t, notification.OutcomeDelivered, b.waitOutcome(t, again).Outcome)
 	require.Equal(t, 1, b.mail.Count(again))

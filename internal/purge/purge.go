@@ -8,12 +8,14 @@ import (
 	"time"
 )
 
-// Batches runs query, a DELETE of at most $2 rows older than $1 seconds,
-// until it deletes fewer than batch rows, and returns how many it deleted.
-func Batches(ctx context.Context, db *sql.DB, query string, olderThan time.Duration, batch int) (int64, error) {
+// Batches runs query, a DELETE of at most $2 rows older than $1 seconds
+// (with args from $3 on), until it deletes fewer than batch rows, and
+// returns how many it deleted.
+func Batches(ctx context.Context, db *sql.DB, query string, olderThan time.Duration, batch int, args ...any) (int64, error) {
+	args = append([]any{olderThan.Seconds(), batch}, args...)
 	var total int64
 	for {
-		res, err := db.ExecContext(ctx, query, olderThan.Seconds(), batch)
+		res, err := db.ExecContext(ctx, query, args...)
 		if err != nil {
 			return total, err
 		}
