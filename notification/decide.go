@@ -256,7 +256,7 @@ func (d *Dispatcher) quietOf(ctx context.Context, zone string, windows []byte) (
 // inbox claim committed was delivered by an earlier hand whose settle
 // was lost: no rule ends it, and its claim answers it delivered.
 func (d *Dispatcher) decide(ctx context.Context, bind *binding, b *relay.Batch, jobs []job) []job {
-	jobs = d.resolve(ctx, b, jobs)
+	jobs, decided := d.resolve(ctx, b, jobs)
 	var scopes []scope
 	var dests []destination
 	jobDests := make([]destination, len(jobs))
@@ -283,14 +283,11 @@ func (d *Dispatcher) decide(ctx context.Context, bind *binding, b *relay.Batch, 
 		for _, j := range jobs {
 			b.Answer(j.i, d.unsureOf(j.rec, err))
 		}
+		for _, dc := range decided {
+			b.Answer(dc.j.i, d.unsureOf(dc.j.rec, err))
+		}
 		return nil
 	}
-	type decision struct {
-		j    job
-		res  relay.Result
-		rule string
-	}
-	var decided []decision
 	keep := jobs[:0]
 	for i := range jobs {
 		if res, rule, ok := d.decideOne(r, &jobs[i], jobDests[i]); ok {
@@ -341,7 +338,8 @@ func (d *Dispatcher) decide(ctx context.Context, bind *binding, b *relay.Batch, 
 //
 // The map answers each recipient it knows; a recipient it leaves out ends
 // its requests dead with the code recipient.unresolved (re-emit them once
-// the address exists). An error offers the channel's requests of the
+// the address exists), but for one an earlier hand delivered, which its
+// committed inbox claim answers delivered. An error offers the channel's requests of the
 // batch again later, without counting an attempt. It is called
 // concurrently for different batches.
 type Resolver interface {
@@ -356,10 +354,19 @@ func (f ResolverFunc) Resolve(ctx context.Context, recipients []string) (map[str
 	return f(ctx, recipients)
 }
 
+// decision is what a rule (or the Resolver) decided for a request that is
+// not to be delivered, and the rule MetricDecisions counts it by.
+type decision struct {
+	j    job
+	res  relay.Result
+	rule string
+}
+
 // resolve gives the jobs of channels with a Resolver their addresses, one
-// call per channel, answers those it cannot resolve, and returns the
-// others.
-func (d *Dispatcher) resolve(ctx context.Context, b *relay.Batch, jobs []job) []job {
+// call per channel, and returns them, with the decisions for those it
+// cannot resolve (dead, unless an earlier hand delivered them: decide
+// checks). A failed call offers the channel's jobs again later.
+func (d *Dispatcher) resolve(ctx context.Context, b *relay.Batch, jobs []job) ([]job, []decision) {
 	byChannel := map[string][]string{}
 	seen := map[[2]string]bool{} // channel, recipient
 	for _, j := range jobs {
@@ -370,7 +377,7 @@ func (d *Dispatcher) resolve(ctx context.Context, b *relay.Batch, jobs []job) []
 		}
 	}
 	if len(byChannel) == 0 {
-		return jobs
+		return jobs, nil
 	}
 	addresses := map[string]map[string]string{}
 	failed := map[string]error{}
@@ -382,6 +389,7 @@ func (d *Dispatcher) resolve(ctx context.Context, b *relay.Batch, jobs []job) []
 		addresses[channel] = m
 	}
 	keep := jobs[:0]
+	var unresolved []decision
 	for _, j := range jobs {
 		if _, ok := byChannel[j.p.Channel]; !ok {
 			keep = append(keep, j)
@@ -393,14 +401,14 @@ func (d *Dispatcher) resolve(ctx context.Context, b *relay.Batch, jobs []job) []
 		}
 		address, ok := addresses[j.p.Channel][j.p.Recipient]
 		if !ok || address == "" {
-			b.Answer(j.i, relay.Dead(fmt.Errorf("the Resolver of channel %q has no address for the recipient", j.p.Channel)).
-				WithCode(CodeUnresolved))
+			unresolved = append(unresolved, decision{j: j, res: relay.Dead(fmt.Errorf(
+				"the Resolver of channel %q has no address for the recipient", j.p.Channel)).WithCode(CodeUnresolved)})
 			continue
 		}
 		j.p.Recipient = address
 		keep = append(keep, j)
 	}
-	return keep
+	return keep, unresolved
 }
 
 // decideOne applies the rules to one request, going to dst: a result when
