@@ -25,6 +25,10 @@ const (
 	claimBackoffMax = 5 * time.Second
 )
 
+// heldBackoffMax bounds the wait between claims while due records stay
+// locked by another transaction.
+const heldBackoffMax = time.Second
+
 // ErrNoSink is returned by Supervise when sink is nil.
 var ErrNoSink = errors.New("relay: sink is nil")
 
@@ -225,7 +229,7 @@ func (s *supervisor) claimLoop(ctx context.Context, handOut func([]Record)) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	<-timer.C
-	var backoff time.Duration
+	var backoff, held time.Duration
 	for ctx.Err() == nil {
 		r := s.room()
 		if r.free == 0 {
@@ -284,7 +288,18 @@ func (s *supervisor) claimLoop(ctx context.Context, handOut func([]Record)) {
 		if !allFull(r.spent(recs, limit), after.full) {
 			continue // records finished while the claim ran: a lane it filled has room again, and may have rows due
 		}
-		timer.Reset(s.nextWait(ctx, after.full, next))
+		wait := s.nextWait(ctx, after.full, next)
+		if len(recs) == 0 && wait <= time.Millisecond {
+			// Due records, none claimed: another transaction holds them
+			// (the claim skips locked rows), such as a Cancel in a
+			// transaction still open. Each time again, wait longer,
+			// instead of asking every millisecond until it ends.
+			held = min(max(2*held, time.Millisecond), heldBackoffMax)
+			wait = held
+		} else {
+			held = 0
+		}
+		timer.Reset(wait)
 		select {
 		case <-s.wake:
 		case <-s.freed:

@@ -560,3 +560,36 @@ func TestAReasonTheDatabaseCannotStoreIsStoredCleaned(t *testing.T) {
 	require.Equal(t, "provider said \uFFFD then \uFFFD", st.Reason)
 	require.Equal(t, "provider.\uFFFDodd", st.Code)
 }
+
+// A due record another transaction holds locked (a Cancel in a
+// transaction still open, say) is skipped by each claim, and still due
+// for the next: the relay waits longer each time it finds it so, instead
+// of asking every millisecond until the transaction ends, and hands it
+// once it does.
+func TestARecordLockedElsewhereIsNotAskedForEveryMillisecond(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := b.stage(t, 1)[0]
+	tx, err := b.db.BeginTx(t.Context(), nil)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback() }()
+	_, err = tx.ExecContext(t.Context(), `SELECT 1 FROM "`+b.schema+`".outbox WHERE id = $1 FOR UPDATE`, id)
+	require.NoError(t, err)
+
+	proxy, dsn := tcpproxy.StartFor(t, pgtest.URL(t))
+	sink := newRecorder(nil)
+	supervise(t, drivertest.For(t).Open(t, dsn, 5).DB, b.config(t), sink)
+	require.Eventually(t, func() bool { return proxy.Statements() > 0 }, testwait.Within, time.Millisecond,
+		"the relay's first statement")
+	// The window the rate is measured over, not a wait for an event.
+	const window = 2 * time.Second
+	before := proxy.Statements()
+	time.Sleep(window)
+	asked := proxy.Statements() - before
+	t.Logf("%d statements in %s while the record was locked", asked, window)
+	require.Less(t, asked, 100, "claims of a locked record, one every millisecond or so")
+
+	require.NoError(t, tx.Rollback())
+	sink.waitHands(t, 1, testwait.Within)
+	b.eventually(t, "processed_at IS NOT NULL", 1, testwait.Within)
+}

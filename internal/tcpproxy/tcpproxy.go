@@ -79,6 +79,7 @@ type Proxy struct {
 	closed bool
 	held   atomic.Int64 // writes waiting on a stall
 	total  int
+	stmts  atomic.Int64 // statements clients sent: simple queries and Executes
 }
 
 // Start listens on a free loopback port and forwards every connection to
@@ -142,6 +143,11 @@ func (p *Proxy) Cut() int {
 	}
 	return len(p.links)
 }
+
+// Statements reports how many statements the clients have sent through
+// the proxy so far: simple queries, and each Execute of the extended
+// protocol (a prepared statement counts each time it runs).
+func (p *Proxy) Statements() int { return int(p.stmts.Load()) }
 
 // Held reports how many writes wait on a stall: bytes the proxy holds
 // back, so what they carry has not reached the other side.
@@ -578,6 +584,9 @@ func (w *forwarder) messages(r *bufio.Reader) {
 			return
 		}
 		body := msg[5:]
+		if hdr[0] == 'Q' || hdr[0] == 'E' {
+			w.p.stmts.Add(1)
+		}
 		switch hdr[0] {
 		case 'Q':
 			if t := w.p.take(cstring(body)); t != nil {
