@@ -25,13 +25,14 @@ import (
 // (Batch.SettleIn): one commit for a whole batch where its work allows.
 //
 // HandleBatch answers every record of b, through b.Answer or b.SettleIn,
-// before it returns; a record left without an answer is handed again
-// after the lease, as after a crash. ctx carries the relay's deadline
-// (HandTimeout, with ErrHandTimeout as its cause); the staging write's
-// context of each record is its Record.Context. HandleBatch is called
-// concurrently for different batches; it must return soon after ctx
-// ends. A panic is recovered and counts as no answer for the records not
-// yet answered.
+// before it returns; a record left without an answer is retried after a
+// lease, an attempt counted, with CodeNoAnswer (a crash, which answers
+// nothing, spends a hand but no attempt). ctx carries the relay's
+// deadline (HandTimeout, with ErrHandTimeout as its cause); the staging
+// write's context of each record is its Record.Context. HandleBatch is
+// called concurrently for different batches; it must return soon after
+// ctx ends. A panic is recovered and answers the records not yet answered
+// the same way, with CodePanic and the panic as the reason.
 type BatchSink interface {
 	Sink
 	HandleBatch(ctx context.Context, b *Batch)

@@ -175,6 +175,13 @@ func TestBatchSink(t *testing.T) {
 		st, err := b.ob.Status(t.Context(), b.db, id)
 		require.NoError(t, err)
 		require.Equal(t, "sink panicked: boom", st.LastError)
+		var codes []string
+		for _, e := range st.Timeline {
+			if e.Event == "retry" {
+				codes = append(codes, e.Code)
+			}
+		}
+		require.Equal(t, []string{relay.CodeNoAnswer, relay.CodePanic}, codes, "each an attempt, with its code")
 	})
 
 	// The MaxUnsure-th Unsure answered through a batch is dead, as for a

@@ -591,8 +591,8 @@ func (s *supervisor) hand(work context.Context, rec Record) {
 	s.release([]Record{rec}, nil)
 }
 
-// call runs the record sink, turning a panic into a retry after the lease,
-// as if the hand had crashed, but with a reason.
+// call runs the record sink, turning a panic into a retry after the lease
+// that counts an attempt, with the panic as its reason.
 func (s *supervisor) call(ctx context.Context, rec Record) (res Result) {
 	defer func() {
 		if p := recover(); p != nil {
