@@ -123,10 +123,11 @@ func (b testBundle) eventually(t *testing.T, where string, want int, within time
 	}, within, 10*time.Millisecond)
 }
 
-// logged sends the relay's logs to the returned buffer, as text.
+// logged sends the relay's logs, debug ones too, to the returned buffer,
+// as text.
 func logged(cfg *relay.Config) *logbuf.Buffer {
 	logs := &logbuf.Buffer{}
-	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	return logs
 }
 

@@ -45,10 +45,11 @@ func (s *supervisor) flush(ctx context.Context, batch []settlement) {
 	defer cancel()
 	backoff := claimBackoffMin
 	for {
-		res, err := s.db.ExecContext(ctx, s.ob.q.settle, args...)
+		var done int
+		err := s.db.QueryRowContext(ctx, s.ob.q.settle, args...).Scan(&done)
 		if err == nil {
-			if done, _ := res.RowsAffected(); done < int64(n) {
-				s.log.DebugContext(ctx, "some settlements were fenced off by a later hand", "fenced", int64(n)-done)
+			if done < n {
+				s.log.DebugContext(ctx, "some settlements were fenced off by a later hand", "fenced", n-done)
 			}
 			break
 		}

@@ -317,7 +317,8 @@ func newQueries(schema string) queries {
 		//
 		// The arrays come through sub-selects, so that a plan does not
 		// know the batch's size and the server keeps one for a prepared
-		// settle (see claim).
+		// settle (see claim). It answers how many rows it settled: the
+		// others were fenced off.
 		settle: r.Replace(`WITH up AS (
 				UPDATE {t} o SET
 					processed_at = CASE WHEN r.outcome = 'done' THEN clock_timestamp() END,
@@ -344,12 +345,13 @@ func newQueries(schema string) queries {
 				WHERE o.id = r.id AND o.hands = r.hands AND o.attempts = r.attempts AND {pendingByID}
 				RETURNING o.id, r.outcome, r.hands, r.code, r.text, r.took, o.available_at, r.detail,
 					r.secret AND r.outcome IN ('done', 'dead') AS erase),
-			erased AS (DELETE FROM {secret} WHERE record_id = ANY(ARRAY(SELECT id FROM up WHERE erase)))
-			INSERT INTO {timeline} (record_id, event, hand, code, reason, detail)
-			SELECT id, outcome, hands, code, text, jsonb_build_object('took_ms', round(took * 1000)::bigint)
-				|| CASE WHEN outcome IN ('retry', 'unsure', 'release') THEN jsonb_build_object('due', available_at) ELSE '{}' END
-				|| detail::jsonb
-			FROM up WHERE outcome <> 'done' OR detail <> '{}'`),
+			erased AS (DELETE FROM {secret} WHERE record_id = ANY(ARRAY(SELECT id FROM up WHERE erase))),
+			entries AS (INSERT INTO {timeline} (record_id, event, hand, code, reason, detail)
+				SELECT id, outcome, hands, code, text, jsonb_build_object('took_ms', round(took * 1000)::bigint)
+					|| CASE WHEN outcome IN ('retry', 'unsure', 'release') THEN jsonb_build_object('due', available_at) ELSE '{}' END
+					|| detail::jsonb
+				FROM up WHERE outcome <> 'done' OR detail <> '{}')
+			SELECT count(*) FROM up`),
 
 		// Start-up check, one round trip: the table is readable, and the
 		// session's idle_in_transaction_session_timeout (ms; 0 is none).

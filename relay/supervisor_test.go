@@ -440,6 +440,7 @@ func TestSettleIsFencedByTheHand(t *testing.T) {
 	id := b.stage(t, 1)[0]
 	cfg := b.config(t)
 	cfg.Concurrency = 1 // its one slot stays busy: it cannot claim the record again
+	logs := logged(&cfg)
 	stopSlow := supervise(t, b.db, cfg, slow)
 	testwait.Recv(t, firstHand, "the first hand")
 
@@ -461,6 +462,26 @@ func TestSettleIsFencedByTheHand(t *testing.T) {
 	require.Equal(t, relay.StatePending, st.State, "the stale dead answer was fenced off")
 	require.Equal(t, "provider busy", st.LastError)
 	require.Equal(t, 1, st.Attempts)
+	require.Contains(t, logs.String(), "fenced=1")
+}
+
+// Settles that land are not reported as fenced off, whether or not they
+// write a timeline entry.
+func TestSettlesThatLandAreNotReportedFenced(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ids := b.stage(t, 4)
+	cfg := b.config(t)
+	logs := logged(&cfg)
+	stop := supervise(t, b.db, cfg, newRecorder(func(_ context.Context, rec relay.Record) relay.Result {
+		if rec.ID == ids[0] {
+			return relay.Dead(errors.New("gone"))
+		}
+		return relay.Done()
+	}))
+	b.eventually(t, "processed_at IS NOT NULL OR failed_at IS NOT NULL", 4, testwait.Within)
+	stop()
+	require.NotContains(t, logs.String(), "fenced")
 }
 
 // A server that cuts idle transactions sooner than a hand may last cannot
