@@ -325,11 +325,17 @@ func (d *Dispatcher) HandleBatch(ctx context.Context, b *relay.Batch) {
 	for _, jobs := range groups {
 		wg.Go(func() { d.deliverAll(ctx, bind, b, jobs) })
 	}
-	if len(reports) > 0 {
-		wg.Go(func() { d.applyReports(ctx, bind, b, reports) })
-	}
-	if len(receipts) > 0 {
-		wg.Go(func() { d.fetchReceipts(ctx, bind, b, receipts) })
+	if len(reports) > 0 || len(receipts) > 0 {
+		// The feedback lane holds one connection per batch (SharedLanes):
+		// its reports, then its receipts, one transaction at a time.
+		wg.Go(func() {
+			if len(reports) > 0 {
+				d.applyReports(ctx, bind, b, reports)
+			}
+			if len(receipts) > 0 {
+				d.fetchReceipts(ctx, bind, b, receipts)
+			}
+		})
 	}
 	wg.Wait()
 }

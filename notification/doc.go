@@ -19,13 +19,17 @@
 // hands it whole:
 //
 //	relay.Supervise ─ claim ─► batch ─► Dispatcher.HandleBatch
-//	                                      │ per channel (CommitShared) or per request (CommitEach):
+//	                                      │ per channel (CommitShared):
 //	                                      │   BEGIN
 //	                                      │   claim the requests in the inbox (one statement)
 //	                                      │   deliver each, in its own context and deadline
 //	                                      │   release the claims of those not delivered
 //	                                      │   write every outcome on the outbox (Batch.SettleIn)
-//	                                      └─  COMMIT: claims and outcomes together
+//	                                      │   COMMIT: claims and outcomes together
+//	                                      │ per request (CommitEach):
+//	                                      │   BEGIN, claim it, deliver it
+//	                                      │   COMMIT the claim if delivered, else roll it back
+//	                                      └─  the relay settles the outcome after, with others
 //
 // So:
 //

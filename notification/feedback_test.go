@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -773,4 +774,58 @@ func TestReceiptsFailing(t *testing.T) {
 		res := testwait.Recv(t, results, "the receipts record's answer")
 		require.NotContains(t, res.String(), "dead", "a shutdown is no reason to give the receipts up")
 	})
+}
+
+// countingFetcher is a ReceiptFetcher that counts its calls and finds no
+// receipt.
+type countingFetcher struct{ calls atomic.Int32 }
+
+func (f *countingFetcher) Receipts(context.Context, []string) ([]feedback.Report, error) {
+	f.calls.Add(1)
+	return nil, nil
+}
+
+// The relay counts one connection for a batch of the feedback lane
+// (SharedLanes), so its reports and its receipts are handled one
+// transaction at a time: while a report's transaction waits on a lock,
+// the receipts of the same batch are not fetched, let alone staged.
+func TestFeedbackLaneHoldsOneTransactionAtATime(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	fetcher := &countingFetcher{}
+	cfg := b.config()
+	cfg.Deliveries["push"] = recording.New()
+	cfg.Receipts = map[string]notification.Receipts{"push": {Fetcher: fetcher}}
+
+	rep := feedback.Report{Provider: feedback.ProviderResend, EventID: "msg_one_at_a_time", Type: "email.delivery_delayed",
+		Class: feedback.ClassTransient, Channel: "mail", Address: "wait@example.com"}
+	body, err := json.Marshal(rep)
+	require.NoError(t, err)
+	reportID := notification.ReportID(rep)
+	// Staged together before the relay runs, so one batch holds both.
+	_, err = b.ob.StageBatch(t.Context(), b.db, []relay.Message{
+		{ID: reportID, Module: module, Kind: notification.KindReport, Lane: notification.LaneFeedback, Payload: body},
+		{Module: module, Kind: notification.KindReceipts, Lane: notification.LaneFeedback,
+			Payload: json.RawMessage(`{"channel":"push","references":["ticket-one-at-a-time"]}`)},
+	})
+	require.NoError(t, err)
+	// The report's inbox claim waits for this transaction's.
+	tx, err := b.db.BeginTx(t.Context(), nil)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback() }()
+	_, err = tx.ExecContext(t.Context(), `INSERT INTO "`+b.schema+`".inbox (consumer, event_id) VALUES ($1, $2)`,
+		cfg.Consumer, reportID)
+	require.NoError(t, err)
+
+	b.run(t, b.dispatcher(t, cfg))
+	feedbackRig{testBundle: b}.waitReportMeetsClaim(t, reportID)
+	// The window the fetch could have happened in, not a wait for an
+	// event.
+	time.Sleep(time.Second)
+	require.Zero(t, fetcher.calls.Load(), "receipts fetched beside a report's transaction")
+
+	require.NoError(t, tx.Rollback())
+	require.Eventually(t, func() bool { return fetcher.calls.Load() == 1 }, testwait.Within, 5*time.Millisecond,
+		"the receipts fetched once the report was applied")
+	require.True(t, b.status(t, reportID).Settled())
 }
