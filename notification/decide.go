@@ -288,8 +288,10 @@ func (d *Dispatcher) decide(ctx context.Context, bind *binding, b *relay.Batch, 
 		}
 		return nil
 	}
+	skew := time.Until(r.now)
 	keep := jobs[:0]
 	for i := range jobs {
+		jobs[i].skew = skew
 		if res, rule, ok := d.decideOne(r, &jobs[i], jobDests[i]); ok {
 			decided = append(decided, decision{jobs[i], res, rule})
 			continue

@@ -213,6 +213,9 @@ type job struct {
 	req payload
 	ch  channel
 	p   delivery.Pending
+	// skew is the database's clock minus this process's, as the rules
+	// read found it: times are the database's (DESIGN.md).
+	skew time.Duration
 }
 
 // HandleBatch delivers a claimed batch: the relay calls it. Records of
@@ -572,7 +575,7 @@ func (d *Dispatcher) failed(j job, out delivery.Outcome) relay.Result {
 		return relay.Dead(fmt.Errorf("exhausted after %d attempts: %w", j.p.Attempt, out.Reason())).WithCode(code)
 	}
 	delay := max(d.cfg.Policy.Delay(j.p.Attempt), out.After())
-	if exp := j.req.ExpiresAt; exp != nil && !time.Now().Add(delay).Before(*exp) {
+	if exp := j.req.ExpiresAt; exp != nil && !time.Now().Add(j.skew+delay).Before(*exp) {
 		d.tel.decided(j.p.Channel, RuleExpiry)
 		return expired(*exp, "expires before its next attempt")
 	}

@@ -73,15 +73,7 @@ func (b testBundle) config(t *testing.T) relay.Config {
 // on the tables; the pool and the LISTEN session connect as that role.
 func ownCluster(t *testing.T, opts *pgtemp.Options) (testBundle, *pgtemp.Cluster) {
 	t.Helper()
-	cluster, err := pgtemp.Start(t.Context(), opts)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, cluster.Stop()) })
-	app := pgtest.AppURL(t, cluster.URL())
-	admin, err := sql.Open("postgres", cluster.URL())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = admin.Close() })
-	require.NoError(t, tidings.Migrate(t.Context(), admin, tidings.SchemaDefault))
-	pgtest.Grant(t, admin, tidings.SchemaDefault)
+	app, cluster := pgtest.Cluster(t, opts, tidings.Migrate, tidings.SchemaDefault)
 	db := drivertest.For(t).Open(t, app, 20)
 	ob, err := relay.NewOutbox(nil)
 	require.NoError(t, err)

@@ -283,6 +283,35 @@ func Grant(tb testing.TB, owner *sql.DB, schema string) {
 	}
 }
 
+// Cluster starts a server of the test's own (pgtemp.Start with opts),
+// stopped when the test ends; its owner migrates schema into it with
+// migrate and grants the application role its tables. It returns the
+// role's connection string and the cluster: for tests that crash the
+// server or set its clock off.
+func Cluster(tb testing.TB, opts *pgtemp.Options, migrate func(context.Context, *sql.DB, string) error, schema string) (string, *pgtemp.Cluster) {
+	tb.Helper()
+	cluster, err := pgtemp.Start(tb.Context(), opts)
+	if err != nil {
+		tb.Fatalf("pgtest: %v", err)
+	}
+	tb.Cleanup(func() {
+		if err := cluster.Stop(); err != nil {
+			tb.Errorf("pgtest: %v", err)
+		}
+	})
+	app := AppURL(tb, cluster.URL())
+	owner, err := sql.Open("postgres", cluster.URL())
+	if err != nil {
+		tb.Fatalf("pgtest: %v", err)
+	}
+	defer owner.Close()
+	if err := migrate(tb.Context(), owner, schema); err != nil {
+		tb.Fatalf("pgtest: migrate %s: %v", schema, err)
+	}
+	Grant(tb, owner, schema)
+	return app, cluster
+}
+
 // AppURL creates the application role on the server ownerURL names, if it
 // is missing there, and returns ownerURL with the role as its user: for
 // tests that start a server of their own. Then give the role its tables
