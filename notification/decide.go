@@ -480,33 +480,27 @@ type dedupKey struct {
 	reference string
 }
 
-// keyStop is the answer of a job that its dedup key stops, and whether its
-// inbox claim is given back (it waits) or kept (it is a duplicate).
-type keyStop struct {
-	res     relay.Result
-	release bool
-}
-
 // claimKeys claims, inside tx, the dedup keys of the jobs claimed for the
 // first time (in id order, the order they were staged in), unless the
 // inbox claim took them already and gave the ones it got as claimed. It
-// returns, by job, those that must not be delivered: a duplicate of a
-// request delivered before, or one that waits behind a request with its
-// key in this same transaction.
+// returns, by job, the answers of those that must not be delivered: a
+// duplicate of a request delivered before, or one that waits behind a
+// request with its key in this same transaction. Neither keeps its inbox
+// claim.
 func (d *Dispatcher) claimKeys(ctx context.Context, bind *binding, tx *sql.Tx, jobs []job, first map[uuid.UUID]bool,
-	claimed map[string]bool) (map[int]keyStop, error) {
+	claimed map[string]bool) (map[int]relay.Result, error) {
 	var keys []string
 	var ids []string
 	owner := map[string]uuid.UUID{} // key -> the oldest job of this transaction with it
-	stopped := map[int]keyStop{}
+	stopped := map[int]relay.Result{}
 	for k, j := range jobs {
 		key := j.req.DedupKey
 		if key == "" || !first[j.p.ID] {
 			continue
 		}
 		if o, ok := owner[key]; ok {
-			stopped[k] = keyStop{release: true, res: relay.Later(time.Second).WithCode(CodeDedupWait).WithDetail(map[string]any{
-				"rule": RuleDedup, "waits_for": o.String()})}
+			stopped[k] = relay.Later(time.Second).WithCode(CodeDedupWait).WithDetail(map[string]any{
+				"rule": RuleDedup, "waits_for": o.String()})
 			continue
 		}
 		owner[key] = j.p.ID
@@ -554,8 +548,8 @@ func (d *Dispatcher) claimKeys(ctx context.Context, bind *binding, tx *sql.Tx, j
 			continue // not another's (released meanwhile, or its own): deliver
 		}
 		d.tel.decided(j.p.Channel, RuleDedup)
-		stopped[k] = keyStop{res: relay.DoneWith(first.reference).WithCode(CodeDuplicate).WithDetail(map[string]any{
-			"rule": RuleDedup, "duplicate_of": first.eventID.String(), "reference": first.reference})}
+		stopped[k] = relay.DoneWith(first.reference).WithCode(CodeDuplicate).WithDetail(map[string]any{
+			"rule": RuleDedup, "duplicate_of": first.eventID.String(), "reference": first.reference})
 	}
 	return stopped, nil
 }

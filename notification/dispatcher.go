@@ -407,10 +407,10 @@ func (d *Dispatcher) deliverAll(ctx context.Context, bind *binding, b *relay.Bat
 			// A committed claim: delivered before; its settle was lost.
 			results[k] = relay.Done().WithCode(CodeDelivered)
 		case stopped:
-			results[k] = stop.res
-			if stop.release {
-				release = append(release, j.p.ID)
-			}
+			// Not delivered, so it keeps no claim: handed again, its key
+			// decides again.
+			results[k] = stop
+			release = append(release, j.p.ID)
 		case outs[k].Kind() == delivery.KindDelivered:
 			results[k] = relay.DoneWith(outs[k].Reference()).WithCode(CodeDelivered)
 		default:
