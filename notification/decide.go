@@ -341,9 +341,9 @@ func (d *Dispatcher) decide(ctx context.Context, bind *binding, b *relay.Batch, 
 // The map answers each recipient it knows; a recipient it leaves out ends
 // its requests dead with the code recipient.unresolved (re-emit them once
 // the address exists), but for one an earlier hand delivered, which its
-// committed inbox claim answers delivered. An error offers the channel's requests of the
-// batch again later, without counting an attempt. It is called
-// concurrently for different batches.
+// committed inbox claim answers delivered. An error offers the channel's
+// requests of the batch again later, without counting an attempt. It is
+// called concurrently for different batches.
 type Resolver interface {
 	Resolve(ctx context.Context, recipients []string) (map[string]string, error)
 }
