@@ -126,7 +126,9 @@ type Config struct {
 
 	// GracePeriod is how long Supervise lets in-flight hands finish after
 	// its context ends, before it cancels them, and how long it waits for
-	// the answer of a claim in flight then. Default 10 s.
+	// the answer of a claim in flight then (while it runs, a claim may
+	// take up to Lease minus HandTimeout, if that is longer). Default
+	// 10 s.
 	GracePeriod time.Duration
 
 	// Retention is how long processed and cancelled records are kept.

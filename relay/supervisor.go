@@ -242,11 +242,14 @@ func (s *supervisor) claimLoop(ctx context.Context, handOut func([]Record)) {
 		limit := min(r.free, s.cfg.BatchSize)
 		// The claim does not end with ctx: a claim the server committed
 		// after a cancelled caller stopped listening would leave its
-		// records leased for a whole lease by a relay that is gone. Its
-		// answer is awaited for up to a lease (by then its leases have
-		// run out anyway), and once ctx ends, for the grace period at
-		// most; what it claimed is released below.
-		claimCtx, cancelClaim := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.Lease)
+		// records leased for a whole lease by a relay that is gone (and
+		// their hands counted). While the relay runs its answer is awaited
+		// for as long as still leaves each record a whole HandTimeout of
+		// its lease, and never less than the grace period; once ctx ends,
+		// for the grace period at most; what it claimed then is released
+		// below.
+		claimCtx, cancelClaim := context.WithTimeout(context.WithoutCancel(ctx),
+			max(s.cfg.Lease-s.cfg.HandTimeout, s.cfg.GracePeriod))
 		stopGrace := context.AfterFunc(ctx, func() { time.AfterFunc(s.cfg.GracePeriod, cancelClaim) })
 		recs, next, err := s.claim(claimCtx, limit, r)
 		stopGrace()

@@ -314,8 +314,10 @@ func testSupervise(t *testing.T, _ drivertest.Driver) {
 	})
 }
 
-// The grace period bounds a claim in flight at shutdown only: while the
-// relay runs, a claim that waits longer on a busy server is no failure.
+// The grace period bounds a claim in flight at shutdown: while the relay
+// runs, a claim may take as long as leaves its records a whole
+// HandTimeout of their lease (3 s here), and one that waits longer than
+// the grace period on a busy server is no failure.
 func TestAClaimMayOutlastTheGracePeriod(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
