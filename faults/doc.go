@@ -15,7 +15,9 @@
 // track_commit_timestamp), and every earlier duplicate the provider saw
 // carrying the same key and explained by a fault that hit while the
 // first delivery was in flight, no fault explaining more duplicates than
-// deliveries were in flight.
+// deliveries were in flight, or by a first send the provider got only
+// past the deliveries' timeout (a machine stalled for seconds), which its
+// delivery had answered Retry for.
 //
 // The faults:
 //

@@ -40,6 +40,10 @@ const (
 	// Provider latency, as the issue asks.
 	latencyMin = 5 * time.Millisecond
 	latencyMax = 50 * time.Millisecond
+	// The deliveries' timeout, far above the provider's latency: a send
+	// the provider gets only after it (a machine stalled for seconds) is
+	// one the delivery answered Retry for, and its repeat is explained.
+	deliveryTimeout = 2 * time.Second
 
 	// pollInterval is how often a wait looks.
 	pollInterval = 50 * time.Millisecond
@@ -55,8 +59,8 @@ func logger() *slog.Logger {
 }
 
 // relayConfig is the relay of every test: short leases and timeouts, so a
-// crashed hand comes back within seconds, and a delivery timeout far above
-// the provider's latency, so no duplicate comes from a timeout.
+// crashed hand comes back within seconds (the deliveries' timeout,
+// deliveryTimeout, is far above the provider's latency).
 func relayConfig(schema string, listener relay.Listener) relay.Config {
 	return relay.Config{
 		Module:        module,
@@ -84,7 +88,7 @@ func dispatcherConfig(client *ledger.Client) notification.Config {
 		Consumer:        consumer,
 		Deliveries:      map[string]delivery.Delivery{channel: providerDelivery(client)},
 		Policy:          retrypolicy.Policy{BaseDelay: 200 * time.Millisecond, MaxDelay: time.Second},
-		DeliveryTimeout: 2 * time.Second,
+		DeliveryTimeout: deliveryTimeout,
 		Logger:          logger(),
 	}
 }
@@ -390,7 +394,7 @@ func (b testBundle) checkLedger(t *testing.T) *ledger.Report {
 	// At most the child relay and an in-process one hand at once.
 	inFlight := childConcurrency + relayConfig("", nil).Concurrency
 	r, err := ledger.Check(t.Context(), b.db, ledger.Config{Schema: b.schema, Module: module, Consumer: consumer,
-		Known: b.known.list(), InFlight: inFlight}, b.provider.Receipts(), b.faults.List())
+		Known: b.known.list(), InFlight: inFlight, Timeout: deliveryTimeout}, b.provider.Receipts(), b.faults.List())
 	require.NoError(t, err)
 	t.Logf("ledger:\n%s", r)
 	require.True(t, r.OK(), "the ledger does not hold:\n%s", r)

@@ -28,6 +28,10 @@ const (
 // concurrency is the relay's: hands at once, each holding a connection.
 const concurrency = 50
 
+// deliveryTimeout is the child's DeliveryTimeout; the ledger explains a
+// repeat whose previous send reached the provider only after it.
+const deliveryTimeout = 4 * time.Second
+
 // runChild runs the relay with the dispatcher until SIGTERM when this
 // process is the relay process, and reports whether it was.
 func runChild() bool {
@@ -64,7 +68,7 @@ func runRelay(ctx context.Context, dsn string, log *slog.Logger) error {
 		Consumer:        consumer,
 		Deliveries:      map[string]delivery.Delivery{channel: post},
 		Policy:          retrypolicy.Policy{BaseDelay: time.Second, MaxDelay: 10 * time.Second},
-		DeliveryTimeout: 4 * time.Second,
+		DeliveryTimeout: deliveryTimeout,
 		Logger:          log,
 	})
 	if err != nil {

@@ -126,7 +126,7 @@ func (s *soak) settle(ctx context.Context, start time.Time, drained bool) (bool,
 	s.mu.Unlock()
 	// One relay process at a time: a fault interrupts at most its hands.
 	rep, err := ledger.Check(ctx, s.db, ledger.Config{Schema: schema, Module: module, Consumer: consumer, Known: known,
-		InFlight: concurrency}, s.provider.Receipts(), s.faults.List())
+		InFlight: concurrency, Timeout: deliveryTimeout}, s.provider.Receipts(), s.faults.List())
 	if err != nil {
 		return false, err
 	}

@@ -19,8 +19,12 @@
 //     one whose window overlaps the span from the start of the send that
 //     produced the previous receipt to the repeated receipt; and no fault
 //     explains more repeats than there were deliveries in flight
-//     (Config.InFlight). A duplicate without such a fault is a message
-//     sent twice for no reason the design allows.
+//     (Config.InFlight). Or else by a timeout: the previous send reached
+//     the provider only after the deliveries' timeout (Config.Timeout)
+//     had passed, so its delivery answered Retry while the request was
+//     on its way, which the Idempotency-Key is there for. A duplicate
+//     without either is a message sent twice for no reason the design
+//     allows.
 //
 // Times of receipts, hands and faults are this machine's wall clock, read
 // by the processes involved; the server that commits runs on the same
@@ -87,6 +91,10 @@ type Config struct {
 	// deliveries in flight at once, over every relay of the run. Zero
 	// means no bound.
 	InFlight int
+	// Timeout is the deliveries' timeout: a repeat whose previous send
+	// reached the provider only once it had passed is explained. Zero
+	// explains none that way.
+	Timeout time.Duration
 }
 
 // Report is the result of Check.
@@ -109,6 +117,7 @@ type Report struct {
 	Duplicated  int // ids received more than once
 	Extra       int // receipts beyond the first of their id
 	Explained   int // extra receipts inside the window of a fault
+	Late        int // extra receipts after a send the provider got past the timeout
 	AfterCommit int // receipts after their event's claim committed: always a bug
 	Unexplained []Duplicate
 	Faults      int
@@ -137,8 +146,8 @@ func (r *Report) String() string {
 		r.Claimed, r.Unclaimed, r.OrphanClaims, r.KnownMissing)
 	fmt.Fprintf(&b, "provider: %d receipts of %d ids; never received %d, unknown %d, wrong key %d\n",
 		r.Receipts, r.Received, r.NeverReceived, r.Unknown, r.WrongKey)
-	fmt.Fprintf(&b, "duplicates: %d ids, %d extra receipts, %d inside a fault window, %d after their claim committed, %d unexplained (%d faults injected)",
-		r.Duplicated, r.Extra, r.Explained, r.AfterCommit, len(r.Unexplained), r.Faults)
+	fmt.Fprintf(&b, "duplicates: %d ids, %d extra receipts, %d inside a fault window, %d after a send received past the timeout, %d after their claim committed, %d unexplained (%d faults injected)",
+		r.Duplicated, r.Extra, r.Explained, r.Late, r.AfterCommit, len(r.Unexplained), r.Faults)
 	if len(r.Problems) == 0 {
 		b.WriteString("\nledger holds")
 	}
@@ -251,7 +260,7 @@ func Check(ctx context.Context, db *sql.DB, cfg Config, receipts []Receipt, faul
 			r.NeverReceived++
 		}
 	}
-	r.Duplicated, r.Extra, r.Explained, r.AfterCommit, r.Unexplained = Explain(receipts, faults, committed, cfg.InFlight)
+	r.Duplicated, r.Extra, r.Explained, r.Late, r.AfterCommit, r.Unexplained = Explain(receipts, faults, committed, cfg.InFlight, cfg.Timeout)
 
 	problem := func(format string, args ...any) { r.Problems = append(r.Problems, fmt.Sprintf(format, args...)) }
 	if r.Staged == 0 {
@@ -298,8 +307,10 @@ func Check(ctx context.Context, db *sql.DB, cfg Config, receipts []Receipt, faul
 // start is unknown) to the repeated receipt: the fault hit while the
 // previous delivery was in flight, before its commit could land. A fault
 // explains at most inFlight repeats (no bound when inFlight is 0): no
-// more deliveries were in flight for it to interrupt.
-func Explain(receipts []Receipt, faults []Fault, committed map[uuid.UUID]time.Time, inFlight int) (duplicated, extra, explained, afterCommit int, unexplained []Duplicate) {
+// more deliveries were in flight for it to interrupt. A repeat no fault
+// explains is late when the previous send reached the provider only
+// timeout or more after it started (none is, when timeout is 0).
+func Explain(receipts []Receipt, faults []Fault, committed map[uuid.UUID]time.Time, inFlight int, timeout time.Duration) (duplicated, extra, explained, late, afterCommit int, unexplained []Duplicate) {
 	byID := map[uuid.UUID][]Receipt{}
 	for _, rc := range receipts {
 		byID[rc.ID] = append(byID[rc.ID], rc)
@@ -357,7 +368,11 @@ func Explain(receipts []Receipt, faults []Fault, committed map[uuid.UUID]time.Ti
 			explained++
 			continue
 		}
-		why := "no fault's window overlaps its previous delivery"
+		if timeout > 0 && !r.prev.SendStart.IsZero() && r.prev.At.Sub(r.prev.SendStart) >= timeout {
+			late++
+			continue
+		}
+		why := "no fault's window overlaps its previous delivery, which reached the provider within the timeout"
 		if overlaps {
 			why = fmt.Sprintf("every fault overlapping it already explains %d repeats, as many as deliveries were in flight", inFlight)
 		}
@@ -365,7 +380,7 @@ func Explain(receipts []Receipt, faults []Fault, committed map[uuid.UUID]time.Ti
 			ReceivedAt: r.rc.At, Why: why})
 	}
 	slices.SortFunc(unexplained, func(a, b Duplicate) int { return a.ReceivedAt.Compare(b.ReceivedAt) })
-	return duplicated, extra, explained, afterCommit, unexplained
+	return duplicated, extra, explained, late, afterCommit, unexplained
 }
 
 // Counts are the states of a module's outbox rows.
