@@ -332,12 +332,8 @@ func (d *Dispatcher) HandleBatch(ctx context.Context, b *relay.Batch) {
 		// The feedback lane holds one connection per batch (SharedLanes):
 		// its reports, then its receipts, one transaction at a time.
 		wg.Go(func() {
-			if len(reports) > 0 {
-				d.applyReports(ctx, bind, b, reports)
-			}
-			if len(receipts) > 0 {
-				d.fetchReceipts(ctx, bind, b, receipts)
-			}
+			d.applyReports(ctx, bind, b, reports)
+			d.fetchReceipts(ctx, bind, b, receipts)
 		})
 	}
 	wg.Wait()

@@ -25,6 +25,11 @@ const (
 	claimBackoffMax = 5 * time.Second
 )
 
+// dueSlack is how far past a due time the claim loop wakes, so the claim
+// finds the record due, and so its shortest wait: a wait of dueSlack means
+// something is due now.
+const dueSlack = time.Millisecond
+
 // heldBackoffMax bounds the wait between claims while due records stay
 // locked by another transaction.
 const heldBackoffMax = time.Second
@@ -292,12 +297,12 @@ func (s *supervisor) claimLoop(ctx context.Context, handOut func([]Record)) {
 			continue // records finished while the claim ran: a lane it filled has room again, and may have rows due
 		}
 		wait := s.nextWait(ctx, after.full, next)
-		if len(recs) == 0 && wait <= time.Millisecond {
+		if len(recs) == 0 && wait <= dueSlack {
 			// Due records, none claimed: another transaction holds them
 			// (the claim skips locked rows), such as a Cancel in a
 			// transaction still open. Each time again, wait longer,
 			// instead of asking every millisecond until it ends.
-			held = min(max(2*held, time.Millisecond), heldBackoffMax)
+			held = min(max(2*held, dueSlack), heldBackoffMax)
 			wait = held
 		} else {
 			held = 0
@@ -573,8 +578,8 @@ func (s *supervisor) nextWait(ctx context.Context, full []string, next due) time
 		return sweep
 	}
 	// A little past the due time, so the claim finds it due.
-	d := time.Duration(secs.Float64*float64(time.Second)) + time.Millisecond
-	return min(max(d, time.Millisecond), sweep)
+	d := time.Duration(secs.Float64*float64(time.Second)) + dueSlack
+	return min(max(d, dueSlack), sweep)
 }
 
 // hand gives one record to a record sink and answers for it.
