@@ -37,14 +37,14 @@ func testSupervise(t *testing.T, _ drivertest.Driver) {
 		supervise(t, b.db, cfg, sink)
 		// Whatever the first claim found is gone; wait until the relay
 		// is idle, listening, then commit.
-		b.eventually(t, "true", 0, time.Second)
+		b.eventually(t, "true", 0, testwait.Within)
 		for i := range 5 {
 			start := time.Now()
 			ids := b.stage(t, 1)
-			require.Eventually(t, func() bool { return sink.handsOf(ids[0]) == 1 }, 10*time.Second, time.Millisecond, "record %d", i)
+			require.Eventually(t, func() bool { return sink.handsOf(ids[0]) == 1 }, testwait.Within, time.Millisecond, "record %d", i)
 			t.Logf("commit to hand: %s", time.Since(start))
 		}
-		b.eventually(t, "processed_at IS NOT NULL", 5, 5*time.Second)
+		b.eventually(t, "processed_at IS NOT NULL", 5, testwait.Within)
 	})
 
 	t.Run("SweepFindsRecordsWithoutWakeUps", func(t *testing.T) {
