@@ -33,7 +33,8 @@
 //     restarted.
 //   - TestLostWakeUp: the LISTEN session killed, and kept from coming back,
 //     while events are staged: the sweep claims them within twice its
-//     interval, and they are delivered.
+//     interval of what a wake-up took before the kill (the machine's own
+//     slowness), and they are delivered.
 //
 // Tests that stop the server or terminate its sessions run a durable
 // throwaway cluster of their own (internal/pgtemp); the others use the
