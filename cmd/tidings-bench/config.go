@@ -44,7 +44,7 @@ type config struct {
 	wakes         []wake
 	steadyCommits []string
 	steadyWriters int
-
+	history       int
 	// sustain
 	sustain       time.Duration
 	sustainEvents int
@@ -116,6 +116,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&wakes, "wake", "listen,poll10ms,both", "steady: wake-up paths: listen, after (NOTIFY sent after the commit by a relay.Waker), poll<interval>, both (listen and a 10ms poll) or both<interval>")
 	fs.StringVar(&steadyCommits, "steady-commit", "auto:dropped", "steady: how the channel's claims commit, as -commit")
 	fs.IntVar(&c.steadyWriters, "steady-writers", 32, "steady: goroutines that stage on the fixed schedule")
+	fs.IntVar(&c.history, "history", 100_000, "steady: settled requests, with their inbox claims, in the tables before the run (a relay in operation keeps its retention's worth)")
 
 	fs.DurationVar(&c.sustain, "sustain", 2*time.Minute, "sustain: how long the drain must last")
 	fs.IntVar(&c.sustainEvents, "sustain-events", 0, "sustain: requests to stage; 0 sizes them from the drain's rate (or 1,000,000)")
@@ -230,6 +231,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 		{"duration", c.duration > 0},
 		{"warmup", c.warmup >= 0},
 		{"steady-writers", c.steadyWriters >= 1},
+		{"history", c.history >= 0},
 		{"sustain", c.sustain > 0},
 		{"sustain-events", c.sustainEvents >= 0},
 		{"window", c.window > 0},

@@ -32,7 +32,7 @@ func TestEveryScenarioRuns(t *testing.T) {
 	err := run(t.Context(), []string{
 		"-out", dir, "-rules",
 		"-events", "300", "-drain", "auto:dropped/500/500,auto:sends/500/500,shared/50/200",
-		"-rate", "200,400", "-duration", "1s", "-warmup", "100ms", "-steady-writers", "4", "-wake", "listen,after,poll10ms",
+		"-rate", "200,400", "-duration", "1s", "-warmup", "100ms", "-steady-writers", "4", "-history", "1000", "-wake", "listen,after,poll10ms",
 		"-writers", "1,4", "-stage-duration", "1s",
 		"-sustain", "2s", "-window", "100ms", "-sustain-events", "8000",
 		"-backlog", "200,400",

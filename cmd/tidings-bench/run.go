@@ -161,6 +161,7 @@ func printSettings(w io.Writer, cfg config) {
 		fmt.Fprintf(w, "- -%s=%s\n", f[0], f[1])
 	}
 	fmt.Fprintln(w, "- delivery: in memory, answers Delivered, counts each request with atomics; it declares what its provider does with a repeated key as the commit setting names (auto:dropped: delivery.RepeatDropped; otherwise RepeatSends, the kind of a module that declares nothing)")
+	fmt.Fprintln(w, "- steady: the outbox and the inbox start with -history settled requests and their inbox claims, vacuumed and analyzed, as a running service's tables hold its retention's requests")
 	fmt.Fprintln(w, "- drains: staged in advance with StageBatch (no NOTIFY), then VACUUM (ANALYZE) and CHECKPOINT; the relay LISTENs; rates are first to last settle on the database clock (processed_at)")
 	fmt.Fprintln(w)
 }

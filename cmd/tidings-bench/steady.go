@@ -156,6 +156,9 @@ func steadyOnce(ctx context.Context, cfg config, srv server, rate int, w wake, c
 		return steadyResult{}, err
 	}
 	defer s.drop(db)
+	if err := fillHistory(ctx, db, s, cfg.history); err != nil {
+		return steadyResult{}, err
+	}
 
 	n := int(float64(rate) * (cfg.warmup + cfg.duration).Seconds())
 	base := time.Now()
@@ -227,6 +230,9 @@ func rawOnce(ctx context.Context, cfg config, srv server, rate int) (steadyResul
 		return steadyResult{}, err
 	}
 	defer s.drop(db)
+	if err := fillHistory(ctx, db, s, cfg.history); err != nil {
+		return steadyResult{}, err
+	}
 
 	n := int(float64(rate) * (cfg.warmup + cfg.duration).Seconds())
 	base := time.Now()
