@@ -146,7 +146,7 @@ func (b *Batch) Answer(i int, res Result) {
 }
 
 // SettleIn writes the results of the records idx inside tx, the sink's own
-// transaction, fenced by their hands as every settle is: they take effect
+// transaction, fenced by their claims as every settle is: they take effect
 // if and only if tx commits. Call Committed once tx committed; if it did
 // not, Answer those records again (Unsure, typically). The error is the
 // statement's: tx is then in error and must be rolled back. The records
@@ -244,14 +244,14 @@ func settleArgs(st []settlement) []any {
 	n := len(st)
 	ids, hands, attempts, outcomes := make([]string, n), make([]int64, n), make([]int64, n), make([]string, n)
 	delays, texts, codes, took := make([]float64, n), make([]string, n), make([]string, n), make([]float64, n)
-	details, secrets := make([]string, n), make([]string, n)
+	details, secrets, claims := make([]string, n), make([]string, n), make([]int64, n)
 	for i, s := range st {
 		ids[i], hands[i], attempts[i], outcomes[i] = s.id.String(), int64(s.hand), int64(s.attempts), s.res.outcome.String()
 		delays[i], texts[i], codes[i], took[i] = s.res.delay.Seconds(), validate.Storable(s.res.text), validate.Storable(s.res.code), s.took.Seconds()
-		details[i], secrets[i] = detailJSON(s.res.detail), strconv.FormatBool(s.secret)
+		details[i], secrets[i], claims[i] = detailJSON(s.res.detail), strconv.FormatBool(s.secret), s.claim
 	}
 	return []any{pgarray.Of(ids), pgarray.Of(hands), pgarray.Of(outcomes), pgarray.Of(delays), pgarray.Of(texts), pgarray.Of(attempts),
-		pgarray.Of(codes), pgarray.Of(took), pgarray.Of(details), pgarray.Of(secrets)}
+		pgarray.Of(codes), pgarray.Of(took), pgarray.Of(details), pgarray.Of(secrets), pgarray.Of(claims)}
 }
 
 // detailJSON is a Result's detail as the settle statement takes it: "{}"
@@ -267,11 +267,13 @@ func detailJSON(detail map[string]any) string {
 	return string(b)
 }
 
-// settlement is one record's answer, on its way to the database. The hand
-// and the attempts it was claimed with fence it: a settle lands at most
-// once per hand, and never over what a later hand decided.
+// settlement is one record's answer, on its way to the database. The claim
+// it answers, and the hand and the attempts it was claimed with, fence it:
+// a settle lands at most once per claim, and never over what a later claim
+// decided.
 type settlement struct {
 	id       uuid.UUID
+	claim    int64
 	hand     int
 	attempts int
 	res      Result
@@ -284,5 +286,5 @@ func settlementOf(rec Record, res Result) settlement {
 	if !rec.claimedAt.IsZero() {
 		took = time.Since(rec.claimedAt)
 	}
-	return settlement{id: rec.ID, hand: rec.Hand, attempts: rec.Attempts, res: res, took: took, secret: rec.Secret != nil}
+	return settlement{id: rec.ID, claim: rec.claim, hand: rec.Hand, attempts: rec.Attempts, res: res, took: took, secret: rec.Secret != nil}
 }

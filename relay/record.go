@@ -76,6 +76,7 @@ type Record struct {
 
 	staged    time.Duration // staging to claim, on the database clock
 	claimedAt time.Time     // when the claim returned, on this process's clock
+	claim     int64         // the row's claims with this one: the settle's fence
 }
 
 // Waited reports how long the record has waited since it was staged: the

@@ -196,7 +196,8 @@ func newQueries(schema string) queries {
 		// statement again for every claim, which cost more than running
 		// it.
 		// The UPDATE pushes their due time past the lease and counts the
-		// hand in this commit, so a crash loop still counts. A row handed
+		// hand in this commit, so a crash loop still counts, and the claim,
+		// which the settle that answers it names. A row handed
 		// more than $4 times is dead here instead of handed again. The
 		// timeline gets an entry for a hand that ended without an answer
 		// (hands ran ahead of answered_hand) and for a row dead here.
@@ -250,6 +251,7 @@ func newQueries(schema string) queries {
 			claimed AS (
 				UPDATE {t} o SET
 					hands = o.hands + 1,
+					claims = o.claims + 1,
 					available_at = now() + make_interval(secs => $3),
 					failed_at = CASE WHEN o.hands >= $4 THEN now() END,
 					code = CASE WHEN o.hands >= $4 THEN '` + CodeMaxHands + `' ELSE o.code END,
@@ -282,7 +284,7 @@ func newQueries(schema string) queries {
 				extract(epoch FROM now() - created_at),
 				CASE WHEN has_secret THEN (SELECT value FROM {secret} s WHERE s.record_id = claimed.id) END,
 				(SELECT count(*) FROM cand) = (SELECT count(*) FROM due),
-				extract(epoch FROM (SELECT at FROM later) - now())
+				extract(epoch FROM (SELECT at FROM later) - now()), claims
 			FROM claimed`),
 
 		// Seconds until the module's next row falls due in a lane with
@@ -294,11 +296,12 @@ func newQueries(schema string) queries {
 			SELECT extract(epoch FROM min(available_at) - now()) FROM lanes
 			WHERE lane <> ALL(coalesce($2::text[], '{}'))`),
 
-		// Settle many rows in one statement, each fenced by the hand it
-		// belongs to and the attempts it was claimed with: a relay whose
-		// lease ran out cannot overwrite what a later hand decided, and a
-		// settle sent twice (its answer lost) lands once, since every
-		// outcome changes the hands, the attempts or the state.
+		// Settle many rows in one statement, each fenced by the claim it
+		// answers and the hands and attempts it was claimed with: a relay
+		// whose lease ran out cannot overwrite what a later claim decided,
+		// and a settle sent twice (its answer lost) lands once, since every
+		// outcome changes the hands, the attempts or the state, and a
+		// claim after it changes the claims.
 		//
 		// Its times are clock_timestamp(), not now(): a settle written in a
 		// sink's transaction runs after the sink's work, and a retry's
@@ -340,9 +343,9 @@ func newQueries(schema string) queries {
 					has_secret = o.has_secret AND NOT (r.secret AND r.outcome IN ('done', 'dead'))
 				FROM unnest((SELECT $1::uuid[]), (SELECT $2::int[]), (SELECT $3::text[]), (SELECT $4::float8[]),
 						(SELECT $5::text[]), (SELECT $6::int[]), (SELECT $7::text[]), (SELECT $8::float8[]),
-						(SELECT $9::text[]), (SELECT $10::bool[]))
-					AS r(id, hands, outcome, delay, text, attempts, code, took, detail, secret)
-				WHERE o.id = r.id AND o.hands = r.hands AND o.attempts = r.attempts AND {pendingByID}
+						(SELECT $9::text[]), (SELECT $10::bool[]), (SELECT $11::bigint[]))
+					AS r(id, hands, outcome, delay, text, attempts, code, took, detail, secret, claim)
+				WHERE o.id = r.id AND o.claims = r.claim AND o.hands = r.hands AND o.attempts = r.attempts AND {pendingByID}
 				RETURNING o.id, r.outcome, r.hands, r.code, r.text, r.took, o.available_at, r.detail,
 					r.secret AND r.outcome IN ('done', 'dead') AS erase),
 			erased AS (DELETE FROM {secret} WHERE record_id = ANY(ARRAY(SELECT id FROM up WHERE erase))),

@@ -533,7 +533,7 @@ func (s *supervisor) claim(ctx context.Context, limit int, r rooms) ([]Record, d
 		)
 		if err := rows.Scan(&r.ID, &r.Lane, &r.Kind, &r.Payload, &headers, &r.CorrelationID, &r.CausationID,
 			&r.CreatedAt, &r.Attempts, &r.Hand, &r.Unsure, &r.LastError, &poisoned, &staged, &r.Secret,
-			&next.known, &next.secs); err != nil {
+			&next.known, &next.secs, &r.claim); err != nil {
 			return nil, due{}, fmt.Errorf("claim: scan: %w", err)
 		}
 		if err := json.Unmarshal(headers, &r.Headers); err != nil {
