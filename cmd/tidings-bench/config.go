@@ -45,6 +45,7 @@ type config struct {
 	steadyCommits []string
 	steadyWriters int
 	history       int
+
 	// sustain
 	sustain       time.Duration
 	sustainEvents int
