@@ -117,7 +117,7 @@ func testLostWakeUp(t *testing.T, _ drivertest.Driver) {
 			base = worst
 			continue
 		}
-		require.LessOrEqual(t, worst, (maxLatency.Seconds() + base),
+		require.LessOrEqual(t, worst, maxLatency.Seconds()+base,
 			"every event is claimed within twice the sweep interval of the slowest wake-up before the kill (%.3f s)", base)
 	}
 

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -235,7 +234,7 @@ func prepareDrain(ctx context.Context, db *sql.DB, s benchSchema) error {
 // it: a minute or more, longer than a steady run, so the settle's cost
 // grew with every request the run staged (BENCHMARKS.md).
 func fillHistory(ctx context.Context, db *sql.DB, s benchSchema, n int) error {
-	payload, err := json.Marshal(request(0))
+	msg, err := request(0).Message(module)
 	if err != nil {
 		return err
 	}
@@ -246,7 +245,7 @@ func fillHistory(ctx context.Context, db *sql.DB, s benchSchema, n int) error {
 		{`INSERT INTO %[1]s.outbox (id, module, kind, payload, lane, created_at, available_at, processed_at, hands, answered_hand)
 			SELECT gen_random_uuid(), 'history', $1, $2::jsonb, $3, t, t, t, 1, 1
 			FROM generate_series(1, $4::int) g, LATERAL (SELECT now() - make_interval(secs => $4::int - g) AS t) at`,
-			[]any{notification.Kind, string(payload), channel, n}},
+			[]any{msg.Kind, string(msg.Payload), channel, n}},
 		{`INSERT INTO %[1]s.inbox (consumer, event_id) SELECT 'history', id FROM %[1]s.outbox WHERE module = 'history'`, nil},
 		{`VACUUM (ANALYZE) %[1]s.outbox`, nil},
 		{`VACUUM (ANALYZE) %[1]s.inbox`, nil},
