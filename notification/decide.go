@@ -69,8 +69,8 @@ const (
 	RuleSuppression = "suppression"
 )
 
-// rules is what the recipient rules read of one batch's subjects and
-// addresses, in one statement, and the database's clock.
+// rules is what the recipient rules read of one claim's subjects and
+// addresses, with the claim (rulesRead), and the database's clock.
 type rules struct {
 	now         time.Time
 	preferences map[string][]Preference
@@ -115,35 +115,46 @@ type quietOf struct {
 // and channel.
 type scope struct{ subject, category, channel string }
 
-// readRules reads the quiet hours of the subjects of scopes, the
-// preferences that can apply to scopes, the suppressions of dests, and the
-// database's clock, in one statement.
-func (d *Dispatcher) readRules(ctx context.Context, bind *binding, scopes []scope, dests []destination) (rules, error) {
-	r := rules{now: time.Now(), preferences: make(map[string][]Preference, len(scopes)),
-		quiet: make(map[string]quietOf, len(scopes)), suppressed: map[destination][]Suppression{}}
-	if len(scopes) == 0 && len(dests) == 0 {
-		return r, nil
-	}
-	var subjects []string
-	seen := make(map[string]bool, len(scopes))
-	scopeSubjects, categories, scopeChannels := make([]string, len(scopes)), make([]string, len(scopes)), make([]string, len(scopes))
-	for i, sc := range scopes {
-		if !seen[sc.subject] {
-			seen[sc.subject] = true
-			subjects = append(subjects, sc.subject)
+// ruleArgs are the arguments of rulesRead for jobs: the scopes of their
+// subjects' preferences and quiet hours and their destinations, each
+// once. A critical request bypasses its subject's preferences and quiet
+// hours: they are not read for it. A request without an address has no
+// destination.
+func (d *Dispatcher) ruleArgs(jobs []job) []any {
+	var subjects, scopeSubjects, categories, scopeChannels, channels, addresses []string
+	seenSubject := make(map[string]bool, len(jobs))
+	seenScope, seenDest := make(map[scope]bool, len(jobs)), make(map[destination]bool, len(jobs))
+	for i := range jobs {
+		j := &jobs[i]
+		if j.unresolved {
+			continue
 		}
-		scopeSubjects[i], categories[i], scopeChannels[i] = sc.subject, sc.category, sc.channel
+		if s := j.req.Subject; s != "" && !j.req.Critical && !d.cfg.Categories[j.req.Category].Critical {
+			if sc := (scope{s, j.req.Category, j.req.Channel}); !seenScope[sc] {
+				seenScope[sc] = true
+				scopeSubjects, categories, scopeChannels = append(scopeSubjects, s), append(categories, sc.category), append(scopeChannels, sc.channel)
+				if !seenSubject[s] {
+					seenSubject[s] = true
+					subjects = append(subjects, s)
+				}
+			}
+		}
+		if dst := destinationOf(j); !seenDest[dst] {
+			seenDest[dst] = true
+			channels, addresses = append(channels, dst.channel), append(addresses, dst.address)
+		}
 	}
-	channels, addresses := make([]string, len(dests)), make([]string, len(dests))
-	for i, dst := range dests {
-		channels[i], addresses[i] = dst.channel, dst.address
-	}
-	rows, err := bind.db.QueryContext(ctx, bind.policy.batchRules, pgarray.Of(subjects),
-		pgarray.Of(scopeSubjects), pgarray.Of(categories), pgarray.Of(scopeChannels), pgarray.Of(channels), pgarray.Of(addresses))
-	if err != nil {
-		return r, fmt.Errorf("read the recipient rules: %w", err)
-	}
+	return []any{pgarray.Of(subjects), pgarray.Of(scopeSubjects), pgarray.Of(categories), pgarray.Of(scopeChannels),
+		pgarray.Of(channels), pgarray.Of(addresses)}
+}
+
+// readClaim reads the rows of a claimOne or claimBatch statement: the
+// requests claimed for the first time, the dedup keys taken, and the
+// recipient rules.
+func (d *Dispatcher) readClaim(ctx context.Context, rows *sql.Rows) (first map[uuid.UUID]bool, keys map[string]bool, r rules, err error) {
 	defer rows.Close()
+	first, keys = map[uuid.UUID]bool{}, map[string]bool{}
+	r = rules{preferences: map[string][]Preference{}, quiet: map[string]quietOf{}, suppressed: map[destination][]Suppression{}}
 	// One set of destinations for every row (Scan sets each column, NULL
 	// or not): a set per row would be eight allocations per row.
 	var (
@@ -155,9 +166,17 @@ func (d *Dispatcher) readRules(ctx context.Context, bind *binding, scopes []scop
 	)
 	for rows.Next() {
 		if err := rows.Scan(&kind, &subject, &category, &channel, &enabled, &at, &zone, &windows); err != nil {
-			return r, fmt.Errorf("read the recipient rules: %w", err)
+			return nil, nil, r, err
 		}
 		switch kind {
+		case "c":
+			id, err := uuid.Parse(subject)
+			if err != nil {
+				return nil, nil, r, err
+			}
+			first[id] = true
+		case "k":
+			keys[subject] = true
 		case "n":
 			r.now = at.Time
 		case "p":
@@ -177,17 +196,14 @@ func (d *Dispatcher) readRules(ctx context.Context, bind *binding, scopes []scop
 				Source   string         `json:"source"`
 			}
 			if err := json.Unmarshal(windows, &rest); err != nil {
-				return r, fmt.Errorf("read the recipient rules: a suppression: %w", err)
+				return nil, nil, r, fmt.Errorf("a suppression: %w", err)
 			}
 			sp.Class, sp.Provider, sp.Source = rest.Class, rest.Provider, rest.Source
 			dst := destination{sp.Channel, sp.Address}
 			r.suppressed[dst] = append(r.suppressed[dst], sp)
 		}
 	}
-	if err := rows.Err(); err != nil {
-		return r, fmt.Errorf("read the recipient rules: %w", err)
-	}
-	return r, nil
+	return first, keys, r, rows.Err()
 }
 
 // windowsKept bounds the distinct sets of quiet windows a dispatcher keeps
@@ -248,85 +264,30 @@ func (d *Dispatcher) quietOf(ctx context.Context, zone string, windows []byte) (
 	return quietOf{QuietHours: QuietHours{TimeZone: zone, Windows: w}, loc: loc}, true
 }
 
-// decide applies the recipient rules to jobs before any of them is
-// claimed: it answers every request a rule ends or defers, and returns
-// those still to deliver. The rules of all the batch's subjects are read
-// in one statement, after the relay claimed the batch, so they see every
-// change committed with the write that staged a request. A request whose
-// inbox claim committed was delivered by an earlier hand whose settle
-// was lost: no rule ends it, and its claim answers it delivered.
-func (d *Dispatcher) decide(ctx context.Context, bind *binding, b *relay.Batch, jobs []job) []job {
-	jobs, decided := d.resolve(ctx, b, jobs)
-	var scopes []scope
-	var dests []destination
-	jobDests := make([]destination, len(jobs))
-	seenScope, seenDest := make(map[scope]bool, len(jobs)), make(map[destination]bool, len(jobs))
-	for i := range jobs {
-		j := &jobs[i]
-		// A critical request bypasses its subject's preferences and quiet
-		// hours: they are not read for it.
-		if s := j.req.Subject; s != "" && !j.req.Critical && !d.cfg.Categories[j.req.Category].Critical {
-			if sc := (scope{s, j.req.Category, j.req.Channel}); !seenScope[sc] {
-				seenScope[sc] = true
-				scopes = append(scopes, sc)
+// decide applies the recipient rules r to the jobs claimed for the first
+// time, and returns, by index, the results of those a rule ends or
+// defers. The rules were read with the claims, in the claim's
+// transaction, so they see every change committed with the write that
+// staged a request. A job whose inbox claim committed before was
+// delivered by an earlier hand whose settle was lost: no rule ends it,
+// and its claim answers it delivered.
+func (d *Dispatcher) decide(r rules, jobs []job, first map[uuid.UUID]bool) map[int]relay.Result {
+	skew := time.Until(r.now)
+	stops := map[int]relay.Result{}
+	for k := range jobs {
+		j := &jobs[k]
+		j.skew = skew
+		if !first[j.p.ID] {
+			continue
+		}
+		if res, rule, ok := d.decideOne(r, j, destinationOf(j)); ok {
+			stops[k] = res
+			if rule != "" {
+				d.tel.decided(j.p.Channel, rule)
 			}
 		}
-		dst := destinationOf(j)
-		jobDests[i] = dst
-		if !seenDest[dst] {
-			seenDest[dst] = true
-			dests = append(dests, dst)
-		}
 	}
-	r, err := d.readRules(ctx, bind, scopes, dests)
-	if err != nil {
-		for _, j := range jobs {
-			b.Answer(j.i, d.unsureOf(j.rec, err))
-		}
-		for _, dc := range decided {
-			b.Answer(dc.j.i, d.unsureOf(dc.j.rec, err))
-		}
-		return nil
-	}
-	skew := time.Until(r.now)
-	keep := jobs[:0]
-	for i := range jobs {
-		jobs[i].skew = skew
-		if res, rule, ok := d.decideOne(r, &jobs[i], jobDests[i]); ok {
-			decided = append(decided, decision{jobs[i], res, rule})
-			continue
-		}
-		keep = append(keep, jobs[i])
-	}
-	if len(decided) == 0 {
-		return keep
-	}
-	ids := make([]uuid.UUID, len(decided))
-	for k, dc := range decided {
-		ids[k] = dc.j.p.ID
-	}
-	delivered, err := bind.inbox.Claimed(ctx, bind.db, d.cfg.Consumer, ids)
-	if err != nil {
-		err = fmt.Errorf("read the inbox claims of the requests a rule ends: %w", err)
-		for _, j := range keep {
-			b.Answer(j.i, d.unsureOf(j.rec, err))
-		}
-		for _, dc := range decided {
-			b.Answer(dc.j.i, d.unsureOf(dc.j.rec, err))
-		}
-		return nil
-	}
-	for _, dc := range decided {
-		if delivered[dc.j.p.ID] {
-			keep = append(keep, dc.j)
-			continue
-		}
-		if dc.rule != "" {
-			d.tel.decided(dc.j.p.Channel, dc.rule)
-		}
-		b.Answer(dc.j.i, dc.res)
-	}
-	return keep
+	return stops
 }
 
 // Resolver turns the recipients of one channel's requests into the
@@ -356,19 +317,11 @@ func (f ResolverFunc) Resolve(ctx context.Context, recipients []string) (map[str
 	return f(ctx, recipients)
 }
 
-// decision is what a rule (or the Resolver) decided for a request that is
-// not to be delivered, and the rule MetricDecisions counts it by.
-type decision struct {
-	j    job
-	res  relay.Result
-	rule string
-}
-
 // resolve gives the jobs of channels with a Resolver their addresses, one
-// call per channel, and returns them, with the decisions for those it
-// cannot resolve (dead, unless an earlier hand delivered them: decide
+// call per channel, and returns them, those it cannot resolve marked
+// unresolved (dead, unless an earlier hand delivered them: decide
 // checks). A failed call offers the channel's jobs again later.
-func (d *Dispatcher) resolve(ctx context.Context, b *relay.Batch, jobs []job) ([]job, []decision) {
+func (d *Dispatcher) resolve(ctx context.Context, b *relay.Batch, jobs []job) []job {
 	byChannel := map[string][]string{}
 	seen := map[[2]string]bool{} // channel, recipient
 	for _, j := range jobs {
@@ -379,7 +332,7 @@ func (d *Dispatcher) resolve(ctx context.Context, b *relay.Batch, jobs []job) ([
 		}
 	}
 	if len(byChannel) == 0 {
-		return jobs, nil
+		return jobs
 	}
 	addresses := map[string]map[string]string{}
 	failed := map[string]error{}
@@ -391,7 +344,6 @@ func (d *Dispatcher) resolve(ctx context.Context, b *relay.Batch, jobs []job) ([
 		addresses[channel] = m
 	}
 	keep := jobs[:0]
-	var unresolved []decision
 	for _, j := range jobs {
 		if _, ok := byChannel[j.p.Channel]; !ok {
 			keep = append(keep, j)
@@ -401,22 +353,24 @@ func (d *Dispatcher) resolve(ctx context.Context, b *relay.Batch, jobs []job) ([
 			b.Answer(j.i, d.unsureOf(j.rec, err))
 			continue
 		}
-		address, ok := addresses[j.p.Channel][j.p.Recipient]
-		if !ok || address == "" {
-			unresolved = append(unresolved, decision{j: j, res: relay.Dead(fmt.Errorf(
-				"the Resolver of channel %q has no address for the recipient", j.p.Channel)).WithCode(CodeUnresolved)})
-			continue
+		if address := addresses[j.p.Channel][j.p.Recipient]; address != "" {
+			j.p.Recipient = address
+		} else {
+			j.unresolved = true
 		}
-		j.p.Recipient = address
 		keep = append(keep, j)
 	}
-	return keep, unresolved
+	return keep
 }
 
 // decideOne applies the rules to one request, going to dst: a result when
 // a rule ends or defers it, with the rule MetricDecisions counts it by
 // (none for a request that is dead), or decided false to deliver it.
 func (d *Dispatcher) decideOne(r rules, j *job, dst destination) (res relay.Result, rule string, decided bool) {
+	if j.unresolved {
+		return relay.Dead(fmt.Errorf("the Resolver of channel %q has no address for the recipient", j.p.Channel)).
+			WithCode(CodeUnresolved), "", true
+	}
 	req := j.req
 	if req.ExpiresAt != nil && !r.now.Before(*req.ExpiresAt) {
 		return expired(*req.ExpiresAt, "expired before it could go out"), RuleExpiry, true
@@ -481,21 +435,20 @@ type dedupKey struct {
 }
 
 // claimKeys claims, inside tx, the dedup keys of the jobs claimed for the
-// first time (in id order, the order they were staged in), unless the
-// inbox claim took them already and gave the ones it got as claimed. It
-// returns, by job, the answers of those that must not be delivered: a
-// duplicate of a request delivered before, or one that waits behind a
-// request with its key in this same transaction. Neither keeps its inbox
-// claim.
+// first time that no rule stopped (in id order, the order they were
+// staged in), unless the inbox claim took them already and gave the ones
+// it got as claimed. It adds to stopped, by job, the answers of those
+// that must not be delivered: a duplicate of a request delivered before,
+// or one that waits behind a request with its key in this same
+// transaction. No job stopped keeps its inbox claim.
 func (d *Dispatcher) claimKeys(ctx context.Context, bind *binding, tx *sql.Tx, jobs []job, first map[uuid.UUID]bool,
-	claimed map[string]bool) (map[int]relay.Result, error) {
+	claimed map[string]bool, stopped map[int]relay.Result) error {
 	var keys []string
 	var ids []string
 	owner := map[string]uuid.UUID{} // key -> the oldest job of this transaction with it
-	stopped := map[int]relay.Result{}
 	for k, j := range jobs {
 		key := j.req.DedupKey
-		if key == "" || !first[j.p.ID] {
+		if _, ruled := stopped[k]; key == "" || !first[j.p.ID] || ruled {
 			continue
 		}
 		if o, ok := owner[key]; ok {
@@ -507,12 +460,12 @@ func (d *Dispatcher) claimKeys(ctx context.Context, bind *binding, tx *sql.Tx, j
 		keys, ids = append(keys, key), append(ids, j.p.ID.String())
 	}
 	if len(keys) == 0 {
-		return stopped, nil
+		return nil
 	}
 	if claimed == nil {
 		var err error
 		if claimed, err = scanKeys(tx.QueryContext(ctx, bind.policy.claimKeys, d.cfg.Consumer, pgarray.Of(keys), pgarray.Of(ids))); err != nil {
-			return nil, fmt.Errorf("claim dedup keys: %w", err)
+			return fmt.Errorf("claim dedup keys: %w", err)
 		}
 	}
 	var held []string
@@ -522,11 +475,11 @@ func (d *Dispatcher) claimKeys(ctx context.Context, bind *binding, tx *sql.Tx, j
 		}
 	}
 	if len(held) == 0 {
-		return stopped, nil
+		return nil
 	}
 	rows, err := tx.QueryContext(ctx, bind.policy.readKeys, d.cfg.Consumer, pgarray.Of(held))
 	if err != nil {
-		return nil, fmt.Errorf("read dedup keys: %w", err)
+		return fmt.Errorf("read dedup keys: %w", err)
 	}
 	defer rows.Close()
 	found := map[string]dedupKey{}
@@ -534,12 +487,12 @@ func (d *Dispatcher) claimKeys(ctx context.Context, bind *binding, tx *sql.Tx, j
 		var key string
 		var k dedupKey
 		if err := rows.Scan(&key, &k.eventID, &k.reference); err != nil {
-			return nil, fmt.Errorf("read dedup keys: %w", err)
+			return fmt.Errorf("read dedup keys: %w", err)
 		}
 		found[key] = k
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read dedup keys: %w", err)
+		return fmt.Errorf("read dedup keys: %w", err)
 	}
 	for k, j := range jobs {
 		key := j.req.DedupKey
@@ -551,7 +504,7 @@ func (d *Dispatcher) claimKeys(ctx context.Context, bind *binding, tx *sql.Tx, j
 		stopped[k] = relay.DoneWith(first.reference).WithCode(CodeDuplicate).WithDetail(map[string]any{
 			"rule": RuleDedup, "duplicate_of": first.eventID.String(), "reference": first.reference})
 	}
-	return stopped, nil
+	return nil
 }
 
 // scanKeys reads the keys a claimKeys statement returned.

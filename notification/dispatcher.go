@@ -216,6 +216,9 @@ type job struct {
 	// skew is the database's clock minus this process's, as the rules
 	// read found it: times are the database's (DESIGN.md).
 	skew time.Duration
+	// unresolved is a request whose channel's Resolver had no address
+	// for its recipient.
+	unresolved bool
 }
 
 // HandleBatch delivers a claimed batch: the relay calls it. Records of
@@ -299,7 +302,7 @@ func (d *Dispatcher) HandleBatch(ctx context.Context, b *relay.Batch) {
 		}
 		jobs = append(jobs, j)
 	}
-	jobs = d.decide(ctx, bind, b, jobs)
+	jobs = d.resolve(ctx, b, jobs)
 	// A shared channel's jobs make one group, allocated at its size: a job
 	// is large, and growing a group of hundreds by appending copied them
 	// over and again. Any other job is a group of its own.
@@ -349,9 +352,10 @@ var claimTx = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 const commitSlack = 5 * time.Second
 
 // deliverAll delivers jobs, all of one channel, in one transaction: it
-// claims them in the inbox in one statement, delivers the ones claimed for
-// the first time, releases the claims of those not delivered, writes every
-// outcome and commits. The claims that committed are the deliveries that
+// claims them in the inbox and reads their recipient rules in one
+// statement, delivers the ones claimed for the first time that no rule
+// ends or defers, releases the claims of those not delivered, writes
+// every outcome and commits. The claims that committed are the deliveries that
 // happened. The transaction of a request of a channel that does not share
 // commits holds only its claim (and its dedup key, with the provider's
 // reference), and leaves the outcome to the relay's settle.
@@ -367,16 +371,16 @@ func (d *Dispatcher) deliverAll(ctx context.Context, bind *binding, b *relay.Bat
 	}
 	defer func() { _ = tx.Rollback() }()
 
-	// In id order (a UUID's bytes sort as its text), as inbox.OnceBatch
+	// In id order (a UUID's bytes sort as its text), as claimBatch
 	// claims them.
 	slices.SortFunc(jobs, func(a, b job) int { return bytes.Compare(a.p.ID[:], b.p.ID[:]) })
-	first, keys, err := d.claim(txCtx, bind, tx, jobs)
+	first, keys, r, err := d.claim(txCtx, bind, tx, jobs)
 	if err != nil {
 		d.unsure(b, jobs, err)
 		return
 	}
-	stops, err := d.claimKeys(txCtx, bind, tx, jobs, first, keys)
-	if err != nil {
+	stops := d.decide(r, jobs, first)
+	if err := d.claimKeys(txCtx, bind, tx, jobs, first, keys, stops); err != nil {
 		d.unsure(b, jobs, err)
 		return
 	}
@@ -394,7 +398,7 @@ func (d *Dispatcher) deliverAll(ctx context.Context, bind *binding, b *relay.Bat
 	idx := make([]int, len(jobs))
 	results := make([]relay.Result, len(jobs))
 	var release []uuid.UUID
-	var failed []string // dedup keys of requests not delivered
+	var failed []string // dedup keys this transaction took of requests not delivered
 	for k, j := range jobs {
 		idx[k] = j.i
 		stop, stopped := stops[k]
@@ -404,9 +408,13 @@ func (d *Dispatcher) deliverAll(ctx context.Context, bind *binding, b *relay.Bat
 			results[k] = relay.Done().WithCode(CodeDelivered)
 		case stopped:
 			// Not delivered, so it keeps no claim: handed again, its key
-			// decides again.
+			// decides again. A lone request a rule stopped took its key
+			// with its claim.
 			results[k] = stop
 			release = append(release, j.p.ID)
+			if keys[j.req.DedupKey] {
+				failed = append(failed, j.req.DedupKey)
+			}
 		case outs[k].Kind() == delivery.KindDelivered:
 			results[k] = relay.DoneWith(outs[k].Reference()).WithCode(CodeDelivered)
 		default:
@@ -484,32 +492,35 @@ func (d *Dispatcher) deliverAll(ctx context.Context, bind *binding, b *relay.Bat
 	b.Committed(idx)
 }
 
-// claim claims jobs in the inbox inside tx and returns those claimed for
-// the first time. One job takes a single-row statement, which costs the
-// server less than the batch's; a lone job with a dedup key claims its
-// key in the same statement, and keys then holds the key if it was free
-// (nil means claimKeys has the keys to claim).
-func (d *Dispatcher) claim(ctx context.Context, bind *binding, tx *sql.Tx, jobs []job) (first map[uuid.UUID]bool, keys map[string]bool, err error) {
+// claim claims jobs in the inbox inside tx and reads the recipient rules
+// of their subjects and addresses, in one statement, and returns the jobs
+// claimed for the first time. A lone job claims its dedup key in the same
+// statement, and keys then holds the key if it was free (a nil keys means
+// claimKeys has the keys to claim).
+func (d *Dispatcher) claim(ctx context.Context, bind *binding, tx *sql.Tx, jobs []job) (first map[uuid.UUID]bool,
+	keys map[string]bool, r rules, err error) {
+	query, args := bind.policy.claimOne, d.ruleArgs(jobs)
 	if len(jobs) > 1 {
-		ids := make([]uuid.UUID, len(jobs))
+		ids := make([]string, len(jobs))
 		for k, j := range jobs {
-			ids[k] = j.p.ID
+			ids[k] = j.p.ID.String()
 		}
-		first, err = bind.inbox.OnceBatch(ctx, tx, d.cfg.Consumer, ids)
-		return first, nil, err
-	}
-	j := jobs[0]
-	var once bool
-	if key := j.req.DedupKey; key != "" {
-		var claimed bool
+		query, args = bind.policy.claimBatch, append(args, d.cfg.Consumer, pgarray.Of(ids))
+	} else {
 		// The id as text, as inbox.Once sends it.
-		if err := tx.QueryRowContext(ctx, bind.policy.claimWithKey, d.cfg.Consumer, j.p.ID.String(), key).Scan(&once, &claimed); err != nil {
-			return nil, nil, fmt.Errorf("inbox: claim with its dedup key: %w", err)
-		}
-		return map[uuid.UUID]bool{j.p.ID: once}, map[string]bool{key: claimed}, nil
+		args = append(args, d.cfg.Consumer, jobs[0].p.ID.String(), jobs[0].req.DedupKey)
 	}
-	once, err = bind.inbox.Once(ctx, tx, d.cfg.Consumer, j.p.ID)
-	return map[uuid.UUID]bool{j.p.ID: once}, nil, err
+	rows, err := tx.QueryContext(ctx, query, args...)
+	if err == nil {
+		first, keys, r, err = d.readClaim(ctx, rows)
+	}
+	if err != nil {
+		return nil, nil, r, fmt.Errorf("claim in the inbox and read the recipient rules: %w", err)
+	}
+	if len(jobs) > 1 {
+		keys = nil
+	}
+	return first, keys, r, nil
 }
 
 // deliverClaimed calls the deliveries of the jobs to send (claimed for the

@@ -3,23 +3,26 @@ package notification
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tidings-go/tidings/inbox"
 	"github.com/tidings-go/tidings/internal/migrate"
 	"github.com/tidings-go/tidings/internal/pgtest"
 	"github.com/tidings-go/tidings/relay"
 )
 
-// The rules read of a batch, once prepared (pgx prepares every
-// statement), keeps one plan instead of being planned again per batch, and
-// that plan, which knows neither the batch's size nor its values, probes
-// the primary keys of the preferences (from the index alone), quiet hours
-// and suppressions, one probe per subject, scope and address: a scan of the whole table per batch
-// would grow with every subject and every suppressed address the service
-// has. The tables are small here, as they are when a service starts,
-// where a scan looks cheapest.
+// The inbox claims of a batch with its rules read, once prepared (pgx
+// prepares every statement), keep one plan instead of being planned again
+// per batch, and that plan, which knows neither the batch's size nor its
+// values, probes the primary keys of the preferences (from the index
+// alone), quiet hours and suppressions, one probe per subject, scope and
+// address: a scan of the whole table per batch would grow with every
+// subject and every suppressed address the service has. The tables are
+// small here, as they are when a service starts, where a scan looks
+// cheapest.
 func TestRulesReadKeepsOnePlanThatProbesPrimaryKeys(t *testing.T) {
 	t.Parallel()
 	schema := rulesSchema(t)
@@ -38,22 +41,31 @@ func TestRulesReadKeepsOnePlanThatProbesPrimaryKeys(t *testing.T) {
 		require.NoError(t, err)
 	}
 
-	// As the dispatcher reads them: a batch's subjects and addresses.
-	pgtest.RequireOnePlan(t, newPolicyQueries(schema).batchRules, `(text[], text[], text[], text[], text[], text[])`, []string{
+	// As the dispatcher reads them: a claim's subjects and addresses.
+	const ids = `'dispatch', '{5b1e2f6c-3c8f-4f6e-9a57-0d8d6c1e2a01,5b1e2f6c-3c8f-4f6e-9a57-0d8d6c1e2a02}'`
+	rules := []string{
 		`'{}', '{}', '{}', '{}', '{mail}', '{user1@example.com}'`,
 		`'{subject-1,subject-2,subject-3}', '{subject-1,subject-2,subject-3}', '{marketing,marketing,booking}', '{mail,mail,sms}',
 			'{mail,mail}', '{user1@example.com,user2@example.com}'`,
 		`'{subject-9}', '{subject-9,subject-9}', '{marketing,""}', '{push,push}',
 			'{mail,sms,push}', '{user9@example.com,+15550100,ExponentPushToken[x]}'`,
-	})
+	}
+	var batch, one []string
+	for i, r := range rules {
+		batch = append(batch, r+`, `+ids)
+		one = append(one, fmt.Sprintf(`%s, 'dispatch', '5b1e2f6c-3c8f-4f6e-9a57-0d8d6c1e2a0%d', '%s'`, r, i+3,
+			map[bool]string{true: "key-1"}[i%2 == 0]))
+	}
+	const batchTypes, oneTypes = `(text[], text[], text[], text[], text[], text[], text, uuid[])`,
+		`(text[], text[], text[], text[], text[], text[], text, uuid, text)`
+	pgtest.RequireOnePlan(t, newPolicyQueries(schema).claimBatch, batchTypes, batch)
+	pgtest.RequireOnePlan(t, newPolicyQueries(schema).claimOne, oneTypes, one)
 
 	tx := pgtest.Tx(t)
 	_, err := tx.ExecContext(t.Context(), `SET LOCAL plan_cache_mode = force_generic_plan`)
 	require.NoError(t, err)
-	rules := pgtest.Prepare(t, tx, `(text[], text[], text[], text[], text[], text[])`, newPolicyQueries(schema).batchRules)
-	plan, raw := pgtest.Explain(t, tx, `EXECUTE `+rules+`('{subject-1,subject-2,subject-3}',
-		'{subject-1,subject-2,subject-3}', '{marketing,marketing,booking}', '{mail,mail,sms}',
-		'{mail,mail}', '{user1@example.com,user2@example.com}')`)
+	claim := pgtest.Prepare(t, tx, batchTypes, newPolicyQueries(schema).claimBatch)
+	plan, raw := pgtest.Explain(t, tx, `EXECUTE `+claim+`(`+batch[1]+`)`)
 	probed := map[string]string{}
 	plan.Walk(func(n pgtest.Plan) {
 		require.NotEqual(t, "Seq Scan", n.Type, "the rules read scans all of %s: %s", n.Relation, raw)
@@ -72,6 +84,9 @@ func TestRulesReadKeepsOnePlanThatProbesPrimaryKeys(t *testing.T) {
 func rulesSchema(tb testing.TB) string {
 	return pgtest.Schema(tb, func(ctx context.Context, db *sql.DB, schema string) error {
 		if err := relay.Migrate(ctx, db, schema); err != nil {
+			return err
+		}
+		if err := inbox.Migrate(ctx, db, schema); err != nil {
 			return err
 		}
 		return migrate.Apply(ctx, db, schema, migrate.Set{Component: "notification", FS: Migrations()})

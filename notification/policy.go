@@ -166,14 +166,49 @@ func (q QuietHours) validate() (*time.Location, error) {
 	return loc, nil
 }
 
+// rulesRead reads the recipient rules of a claim's requests, after its
+// inbox claims (claimOne, claimBatch): the quiet hours (q) of their
+// subjects ($1), the preferences (p) that can apply to them (those of
+// each subject $2 in its category $3 or every category, on its channel
+// $4 or every channel), the suppressions (s) of their channels ($5) and
+// addresses ($6), and the database's clock (n), whether there are rows;
+// its statement's, not its transaction's. Each subject and address is a
+// probe of its table's primary key (preference's covers the row: an
+// index-only scan): OFFSET 0 keeps the planner from turning the look-ups
+// into one join, which a plan made once for a prepared statement (pgx
+// prepares each) does as a scan of the whole table when the table is
+// small, the batch's size unknown to it. The arrays come through
+// sub-selects, so that no plan knows their lengths and one made for one
+// batch costs what one made for any: the server then keeps a prepared
+// statement's plan instead of planning the statement again for every
+// batch. A preference's category and channel are each two equalities
+// ORed, not an IN list, whose array the server would build for every
+// entry of the index it reads (a tenth of the look-up's time).
+const rulesRead = `SELECT 'q', q.* FROM unnest((SELECT $1::text[])) AS k(subject) CROSS JOIN LATERAL (
+				SELECT subject, NULL, NULL, NULL::boolean, NULL::timestamptz, time_zone, windows FROM {quiet}
+				WHERE subject = k.subject OFFSET 0) q
+			UNION ALL
+			SELECT 'p', p.* FROM unnest((SELECT $2::text[]), (SELECT $3::text[]), (SELECT $4::text[])) AS k(subject, category, channel)
+			CROSS JOIN LATERAL (
+				SELECT subject, category, channel, enabled, updated_at, NULL, NULL::jsonb FROM {preference}
+				WHERE subject = k.subject AND (category = k.category OR category = '') AND (channel = k.channel OR channel = '') OFFSET 0) p
+			UNION ALL
+			SELECT 's', s.* FROM unnest((SELECT $5::text[]), (SELECT $6::text[])) AS k(channel, address) CROSS JOIN LATERAL (
+				SELECT address, scope, channel, NULL::boolean, created_at, reason,
+					jsonb_build_object('class', class, 'provider', provider, 'source', source) FROM {suppression}
+				WHERE channel = k.channel AND address = k.address OFFSET 0) s
+			UNION ALL
+			SELECT 'n', '', NULL, NULL, NULL, statement_timestamp(), NULL, NULL`
+
 // policyQueries are the statements of the recipient rules for one schema.
 type policyQueries struct {
 	setPreference, deletePreference, preferences string
 	setQuiet, deleteQuiet, quiet                 string
-	// What the dispatcher reads per batch.
-	batchRules string
+	// The inbox claims of a claim's transaction, with the rules of its
+	// requests.
+	claimOne, claimBatch string
 	// The dedup keys of one claim's transaction.
-	claimKeys, claimWithKey, keyReference, readKeys, releaseKeys, purgeKeys string
+	claimKeys, keyReference, readKeys, releaseKeys, purgeKeys string
 	// Suppressed addresses, and the transient failures that lead to one.
 	suppress, lift, liftUnsubscribed, suppressions string
 	countTransient, clearTransient, purgeTransient string
@@ -197,39 +232,42 @@ func newPolicyQueries(schema string) policyQueries {
 		deleteQuiet: r.Replace(`DELETE FROM {quiet} WHERE subject = $1`),
 		quiet:       r.Replace(`SELECT time_zone, windows FROM {quiet} WHERE subject = $1`),
 
-		// Quiet hours (q) of a batch's subjects ($1), the preferences (p)
-		// that can apply to its requests (those of each subject $2 in
-		// its category $3 or every category, on its channel $4 or every
-		// channel), and the suppressions (s) of its channels ($5) and
-		// addresses ($6), in one round trip, and the database's clock,
-		// whether there are rows. Each subject and address is a probe of
-		// its table's primary key (preference's covers the row: an
-		// index-only scan): OFFSET 0 keeps the planner from turning the
-		// look-ups into one join, which a plan made once for a prepared
-		// statement (pgx prepares each) does as a scan of the whole table
-		// when the table is small, the batch's size unknown to it. The
-		// arrays come through sub-selects, so that no plan knows their
-		// lengths and one made for one batch costs what one made for any:
-		// the server then keeps a prepared statement's plan instead of
-		// planning the statement again for every batch. A preference's
-		// category and channel are each two equalities ORed, not an IN
-		// list, whose array the server would build for every entry of
-		// the index it reads (a tenth of the look-up's time).
-		batchRules: r.Replace(`SELECT 'q', q.* FROM unnest((SELECT $1::text[])) AS k(subject) CROSS JOIN LATERAL (
-				SELECT subject, NULL, NULL, NULL::boolean, NULL::timestamptz, time_zone, windows FROM {quiet}
-				WHERE subject = k.subject OFFSET 0) q
+		// A claim's inbox claims and the recipient rules of its requests,
+		// in one statement, the first of the claim's transaction: a round
+		// trip less per transaction than reading the rules before it
+		// began, and the rules and the claims seen at one moment.
+		//
+		// claimOne claims the request $8 for consumer $7 and, if that is
+		// its first claim, its dedup key $9 unless $9 is empty: one
+		// statement for a request that commits alone. Its key is taken
+		// after its claim, in the order of claimKeys after claimBatch, so
+		// two transactions that want both wait for each other in one
+		// order. claimBatch claims the requests $8, in id order, so two
+		// transactions claiming overlapping sets wait for each other
+		// instead of deadlocking. Each gives a row 'c' per request it
+		// claimed for the first time (another open transaction's claim is
+		// waited for) and 'k' for the key it took, then rulesRead's rows.
+		claimOne: r.Replace(`WITH c AS (
+				INSERT INTO {inbox} (consumer, event_id) VALUES ($7, $8)
+				ON CONFLICT (consumer, event_id) DO NOTHING
+				RETURNING event_id),
+			k AS (
+				INSERT INTO {dedup} (consumer, key, event_id) SELECT $7, $9, event_id FROM c WHERE $9 <> ''
+				ON CONFLICT (consumer, key) DO NOTHING
+				RETURNING key)
+			SELECT 'c', event_id::text, NULL, NULL, NULL::boolean, NULL::timestamptz, NULL, NULL::jsonb FROM c
 			UNION ALL
-			SELECT 'p', p.* FROM unnest((SELECT $2::text[]), (SELECT $3::text[]), (SELECT $4::text[])) AS k(subject, category, channel)
-			CROSS JOIN LATERAL (
-				SELECT subject, category, channel, enabled, updated_at, NULL, NULL::jsonb FROM {preference}
-				WHERE subject = k.subject AND (category = k.category OR category = '') AND (channel = k.channel OR channel = '') OFFSET 0) p
+			SELECT 'k', key, NULL, NULL, NULL, NULL, NULL, NULL FROM k
 			UNION ALL
-			SELECT 's', s.* FROM unnest((SELECT $5::text[]), (SELECT $6::text[])) AS k(channel, address) CROSS JOIN LATERAL (
-				SELECT address, scope, channel, NULL::boolean, created_at, reason,
-					jsonb_build_object('class', class, 'provider', provider, 'source', source) FROM {suppression}
-				WHERE channel = k.channel AND address = k.address OFFSET 0) s
+			` + rulesRead),
+		claimBatch: r.Replace(`WITH c AS (
+				INSERT INTO {inbox} (consumer, event_id)
+				SELECT $7, id FROM unnest($8::uuid[]) AS ids(id) ORDER BY id
+				ON CONFLICT (consumer, event_id) DO NOTHING
+				RETURNING event_id)
+			SELECT 'c', event_id::text, NULL, NULL, NULL::boolean, NULL::timestamptz, NULL, NULL::jsonb FROM c
 			UNION ALL
-			SELECT 'n', '', NULL, NULL, NULL, now(), NULL, NULL`),
+			` + rulesRead),
 
 		// Keys in order, so two transactions claiming overlapping keys
 		// wait for each other instead of deadlocking. A key another open
@@ -238,20 +276,6 @@ func newPolicyQueries(schema string) policyQueries {
 			SELECT $1, key, event_id FROM unnest($2::text[], $3::uuid[]) AS k(key, event_id) ORDER BY key
 			ON CONFLICT (consumer, key) DO NOTHING
 			RETURNING key`),
-		// A request's inbox claim and, if that is its first, its dedup key
-		// $3: one round trip for a request that commits alone. Its key
-		// is taken after its claim, in the order of claimKeys after
-		// inbox.OnceBatch, so two transactions that want both wait for
-		// each other in one order. (first claim, key claimed)
-		claimWithKey: r.Replace(`WITH c AS (
-				INSERT INTO {inbox} (consumer, event_id) VALUES ($1, $2)
-				ON CONFLICT (consumer, event_id) DO NOTHING
-				RETURNING event_id),
-			k AS (
-				INSERT INTO {dedup} (consumer, key, event_id) SELECT $1, $3, event_id FROM c
-				ON CONFLICT (consumer, key) DO NOTHING
-				RETURNING key)
-			SELECT EXISTS (SELECT FROM c), EXISTS (SELECT FROM k)`),
 		// The reference of a delivered request that holds key $2, in the
 		// transaction that commits its claim.
 		keyReference: r.Replace(`UPDATE {dedup} SET reference = $3 WHERE consumer = $1 AND key = $2`),

@@ -134,18 +134,21 @@ func requestOf(t *testing.T, ps []delivery.Pending, id uuid.UUID) delivery.Pendi
 // provider is not called again.
 func TestAnUnresolvedRecipientDoesNotEndARequestDeliveredBefore(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	pb := &phoneBook{numbers: map[string]string{"user-1": "+15550001"}}
-	cfg := b.config()
-	cfg.Resolvers = map[string]notification.Resolver{"sms": pb}
-	b.run(t, b.dispatcher(t, cfg))
-	id := b.stage(t, notification.Request{Channel: "sms", Recipient: "user-1", Template: "booked"})[0]
-	require.Equal(t, notification.OutcomeDelivered, b.waitOutcome(t, id).Outcome)
+	eachCommit(t, func(t *testing.T, commit map[string]notification.Commit) {
+		b := setup(t)
+		pb := &phoneBook{numbers: map[string]string{"user-1": "+15550001"}}
+		cfg := b.config()
+		cfg.Commit = commit
+		cfg.Resolvers = map[string]notification.Resolver{"sms": pb}
+		b.run(t, b.dispatcher(t, cfg))
+		id := b.stage(t, notification.Request{Channel: "sms", Recipient: "user-1", Template: "booked"})[0]
+		require.Equal(t, notification.OutcomeDelivered, b.waitOutcome(t, id).Outcome)
 
-	pb.set(func(pb *phoneBook) { delete(pb.numbers, "user-1") })
-	b.loseSettleAndReemit(t, id)
-	st := b.waitOutcome(t, id)
-	require.Equal(t, notification.OutcomeDelivered, st.Outcome, "delivered before; not unresolved: %+v", st)
-	require.Equal(t, notification.CodeDelivered, st.Code)
-	require.Equal(t, 1, b.sms.Count(id), "delivered once")
+		pb.set(func(pb *phoneBook) { delete(pb.numbers, "user-1") })
+		b.loseSettleAndReemit(t, id)
+		st := b.waitOutcome(t, id)
+		require.Equal(t, notification.OutcomeDelivered, st.Outcome, "delivered before; not unresolved: %+v", st)
+		require.Equal(t, notification.CodeDelivered, st.Code)
+		require.Equal(t, 1, b.sms.Count(id), "delivered once")
+	})
 }

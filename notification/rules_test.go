@@ -39,6 +39,19 @@ func (b testBundle) waitOutcome(t *testing.T, id uuid.UUID) notification.Status 
 	return st
 }
 
+// eachCommit runs test, in parallel, once for each way the claims of the
+// channels mail and sms commit: the rules decide inside a claim's
+// transaction, which a shared commit commits with the outcomes of the
+// requests a rule ends and a commit per request rolls back.
+func eachCommit(t *testing.T, test func(t *testing.T, commit map[string]notification.Commit)) {
+	for name, mode := range map[string]notification.Commit{"Each": notification.CommitEach, "Shared": notification.CommitShared} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			test(t, map[string]notification.Commit{"mail": mode, "sms": mode})
+		})
+	}
+}
+
 // ruleEntry returns the last timeline entry of st that names rule.
 func ruleEntry(t *testing.T, st notification.Status, rule string) relay.Entry {
 	t.Helper()
@@ -57,25 +70,28 @@ func ruleEntry(t *testing.T, st notification.Status, rule string) relay.Entry {
 // and the row in its timeline, and no bulk re-emit sends it.
 func TestPreferences(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	cfg, reader := b.meteredConfig(map[string]notification.Category{
-		"booking":   {},
-		"marketing": {Defaults: map[string]bool{"": false, "mail": true}},
-		"security":  {Critical: true},
-	})
-	b.run(t, b.dispatcher(t, cfg))
-	t.Run("Cases", func(t *testing.T) { preferenceCases(t, b) })
-	t.Run("NotReemitted", func(t *testing.T) {
-		n, err := b.client.Reemit(t.Context(), nil)
-		require.NoError(t, err)
-		require.Zero(t, n, "skipped requests are not dead")
-	})
-	t.Run("Counted", func(t *testing.T) {
-		var rm metricdata.ResourceMetrics
-		require.NoError(t, reader.Collect(t.Context(), &rm))
-		require.Equal(t, int64(4),
-			sumCounter(rm, notification.MetricDecisions, notification.AttrChannel, "sms", notification.AttrRule, notification.RulePreference)+
-				sumCounter(rm, notification.MetricDecisions, notification.AttrChannel, "mail", notification.AttrRule, notification.RulePreference))
+	eachCommit(t, func(t *testing.T, commit map[string]notification.Commit) {
+		b := setup(t)
+		cfg, reader := b.meteredConfig(map[string]notification.Category{
+			"booking":   {},
+			"marketing": {Defaults: map[string]bool{"": false, "mail": true}},
+			"security":  {Critical: true},
+		})
+		cfg.Commit = commit
+		b.run(t, b.dispatcher(t, cfg))
+		t.Run("Cases", func(t *testing.T) { preferenceCases(t, b) })
+		t.Run("NotReemitted", func(t *testing.T) {
+			n, err := b.client.Reemit(t.Context(), nil)
+			require.NoError(t, err)
+			require.Zero(t, n, "skipped requests are not dead")
+		})
+		t.Run("Counted", func(t *testing.T) {
+			var rm metricdata.ResourceMetrics
+			require.NoError(t, reader.Collect(t.Context(), &rm))
+			require.Equal(t, int64(4),
+				sumCounter(rm, notification.MetricDecisions, notification.AttrChannel, "sms", notification.AttrRule, notification.RulePreference)+
+					sumCounter(rm, notification.MetricDecisions, notification.AttrChannel, "mail", notification.AttrRule, notification.RulePreference))
+		})
 	})
 }
 
@@ -165,25 +181,28 @@ func TestUndeclaredCategoryIsDead(t *testing.T) {
 // skipped. The provider is not called again, and no decision is counted.
 func TestARuleDoesNotEndARequestDeliveredBefore(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	cfg, reader := b.meteredConfig(map[string]notification.Category{"booking": {}})
-	b.run(t, b.dispatcher(t, cfg))
-	id := b.stage(t, notification.Request{Channel: "mail", Recipient: "a@example.com", Subject: "user-1", Category: "booking"})[0]
-	require.Equal(t, notification.OutcomeDelivered, b.waitOutcome(t, id).Outcome)
+	eachCommit(t, func(t *testing.T, commit map[string]notification.Commit) {
+		b := setup(t)
+		cfg, reader := b.meteredConfig(map[string]notification.Category{"booking": {}})
+		cfg.Commit = commit
+		b.run(t, b.dispatcher(t, cfg))
+		id := b.stage(t, notification.Request{Channel: "mail", Recipient: "a@example.com", Subject: "user-1", Category: "booking"})[0]
+		require.Equal(t, notification.OutcomeDelivered, b.waitOutcome(t, id).Outcome)
 
-	b.inTx(t, func(tx *sql.Tx) {
-		require.NoError(t, b.client.SetPreference(t.Context(), tx, "user-1",
-			notification.Preference{Category: "booking", Channel: "mail", Enabled: false}))
+		b.inTx(t, func(tx *sql.Tx) {
+			require.NoError(t, b.client.SetPreference(t.Context(), tx, "user-1",
+				notification.Preference{Category: "booking", Channel: "mail", Enabled: false}))
+		})
+		b.loseSettleAndReemit(t, id)
+
+		st := b.waitOutcome(t, id)
+		require.Equal(t, notification.OutcomeDelivered, st.Outcome, "delivered before; not skipped: %+v", st)
+		require.Equal(t, notification.CodeDelivered, st.Code)
+		require.Equal(t, 1, b.mail.Count(id), "delivered once")
+		var rm metricdata.ResourceMetrics
+		require.NoError(t, reader.Collect(t.Context(), &rm))
+		require.Zero(t, sumCounter(rm, notification.MetricDecisions, notification.AttrChannel, "mail", notification.AttrRule, notification.RulePreference))
 	})
-	b.loseSettleAndReemit(t, id)
-
-	st := b.waitOutcome(t, id)
-	require.Equal(t, notification.OutcomeDelivered, st.Outcome, "delivered before; not skipped: %+v", st)
-	require.Equal(t, notification.CodeDelivered, st.Code)
-	require.Equal(t, 1, b.mail.Count(id), "delivered once")
-	var rm metricdata.ResourceMetrics
-	require.NoError(t, reader.Collect(t.Context(), &rm))
-	require.Zero(t, sumCounter(rm, notification.MetricDecisions, notification.AttrChannel, "mail", notification.AttrRule, notification.RulePreference))
 }
 
 // Quiet hours defer a request that comes due inside the subject's window
@@ -193,57 +212,60 @@ func TestARuleDoesNotEndARequestDeliveredBefore(t *testing.T) {
 // decoded.
 func TestQuietHours(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	cfg := b.config()
-	cfg.QuietHoursJitter = -1
-	b.run(t, b.dispatcher(t, cfg))
+	eachCommit(t, func(t *testing.T, commit map[string]notification.Commit) {
+		b := setup(t)
+		cfg := b.config()
+		cfg.Commit = commit
+		cfg.QuietHoursJitter = -1
+		b.run(t, b.dispatcher(t, cfg))
 
-	// A window around now, in the subject's zone.
-	loc, err := time.LoadLocation("Asia/Kolkata")
-	require.NoError(t, err)
-	now := time.Now().In(loc)
-	start := notification.At(now.Add(-5*time.Minute).Hour(), now.Add(-5*time.Minute).Minute())
-	end := notification.At(now.Add(30*time.Minute).Hour(), now.Add(30*time.Minute).Minute())
-	later := now.Add(2 * time.Hour)
-	b.inTx(t, func(tx *sql.Tx) {
-		require.NoError(t, b.client.SetQuietHours(t.Context(), tx, "driver-7", notification.QuietHours{
-			TimeZone: "Asia/Kolkata", Windows: []notification.QuietWindow{{Start: start, End: end, Channels: []string{"sms"}}}}))
-		require.NoError(t, b.client.SetQuietHours(t.Context(), tx, "driver-9", notification.QuietHours{
-			TimeZone: "Asia/Kolkata", Windows: []notification.QuietWindow{{Start: notification.At(later.Hour(), later.Minute()),
-				End: notification.At(later.Add(time.Hour).Hour(), later.Minute()), Channels: []string{"sms"}}}}))
+		// A window around now, in the subject's zone.
+		loc, err := time.LoadLocation("Asia/Kolkata")
+		require.NoError(t, err)
+		now := time.Now().In(loc)
+		start := notification.At(now.Add(-5*time.Minute).Hour(), now.Add(-5*time.Minute).Minute())
+		end := notification.At(now.Add(30*time.Minute).Hour(), now.Add(30*time.Minute).Minute())
+		later := now.Add(2 * time.Hour)
+		b.inTx(t, func(tx *sql.Tx) {
+			require.NoError(t, b.client.SetQuietHours(t.Context(), tx, "driver-7", notification.QuietHours{
+				TimeZone: "Asia/Kolkata", Windows: []notification.QuietWindow{{Start: start, End: end, Channels: []string{"sms"}}}}))
+			require.NoError(t, b.client.SetQuietHours(t.Context(), tx, "driver-9", notification.QuietHours{
+				TimeZone: "Asia/Kolkata", Windows: []notification.QuietWindow{{Start: notification.At(later.Hour(), later.Minute()),
+					End: notification.At(later.Add(time.Hour).Hour(), later.Minute()), Channels: []string{"sms"}}}}))
+		})
+		sms := notification.Request{Channel: "sms", Recipient: "+15550001", Subject: "driver-7"}
+		critical := sms
+		critical.Critical = true
+		mail := sms
+		mail.Channel = "mail"
+		other := sms
+		other.Subject, other.Recipient = "driver-9", "+15550003"
+		ids := b.stage(t, sms, critical, mail, other)
+
+		require.Equal(t, notification.OutcomeDelivered, b.waitOutcome(t, ids[1]).Outcome, "critical goes at once")
+		require.Equal(t, notification.OutcomeDelivered, b.waitOutcome(t, ids[2]).Outcome, "the window holds back sms only")
+		require.Equal(t, notification.OutcomeDelivered, b.waitOutcome(t, ids[3]).Outcome, "another subject's window is not open")
+		deferred := b.waitDeferred(t, ids[0])
+		require.Zero(t, deferred.Attempts)
+		require.Equal(t, 0, deferred.Hands, "no hand spent")
+		require.Zero(t, b.sms.Count(ids[0]))
+		e := ruleEntry(t, deferred, notification.RuleQuietHours)
+		require.Equal(t, notification.CodeQuietHours, e.Code)
+		require.Equal(t, start.String()+"-"+end.String()+" (sms)", e.Detail["window"])
+		require.Equal(t, "Asia/Kolkata", e.Detail["time_zone"])
+		require.WithinDuration(t, now.Add(30*time.Minute), deferred.NextAttempt, 2*time.Minute, "due when the window ends")
+
+		// The window ends (the subject lifts it, and the due time comes):
+		// handed again, it goes.
+		b.inTx(t, func(tx *sql.Tx) {
+			require.NoError(t, b.client.SetQuietHours(t.Context(), tx, "driver-7", notification.QuietHours{}))
+		})
+		b.makeDue(t, ids[0])
+		st := b.waitOutcome(t, ids[0])
+		require.Equal(t, notification.OutcomeDelivered, st.Outcome)
+		require.Equal(t, 1, st.Hands)
+		require.Equal(t, 1, b.sms.Count(ids[0]))
 	})
-	sms := notification.Request{Channel: "sms", Recipient: "+15550001", Subject: "driver-7"}
-	critical := sms
-	critical.Critical = true
-	mail := sms
-	mail.Channel = "mail"
-	other := sms
-	other.Subject, other.Recipient = "driver-9", "+15550003"
-	ids := b.stage(t, sms, critical, mail, other)
-
-	require.Equal(t, notification.OutcomeDelivered, b.waitOutcome(t, ids[1]).Outcome, "critical goes at once")
-	require.Equal(t, notification.OutcomeDelivered, b.waitOutcome(t, ids[2]).Outcome, "the window holds back sms only")
-	require.Equal(t, notification.OutcomeDelivered, b.waitOutcome(t, ids[3]).Outcome, "another subject's window is not open")
-	deferred := b.waitDeferred(t, ids[0])
-	require.Zero(t, deferred.Attempts)
-	require.Equal(t, 0, deferred.Hands, "no hand spent")
-	require.Zero(t, b.sms.Count(ids[0]))
-	e := ruleEntry(t, deferred, notification.RuleQuietHours)
-	require.Equal(t, notification.CodeQuietHours, e.Code)
-	require.Equal(t, start.String()+"-"+end.String()+" (sms)", e.Detail["window"])
-	require.Equal(t, "Asia/Kolkata", e.Detail["time_zone"])
-	require.WithinDuration(t, now.Add(30*time.Minute), deferred.NextAttempt, 2*time.Minute, "due when the window ends")
-
-	// The window ends (the subject lifts it, and the due time comes):
-	// handed again, it goes.
-	b.inTx(t, func(tx *sql.Tx) {
-		require.NoError(t, b.client.SetQuietHours(t.Context(), tx, "driver-7", notification.QuietHours{}))
-	})
-	b.makeDue(t, ids[0])
-	st := b.waitOutcome(t, ids[0])
-	require.Equal(t, notification.OutcomeDelivered, st.Outcome)
-	require.Equal(t, 1, st.Hands)
-	require.Equal(t, 1, b.sms.Count(ids[0]))
 }
 
 func TestQuietHoursAsOfStaging(t *testing.T) {
@@ -307,24 +329,27 @@ func (b testBundle) makeDue(t *testing.T, id uuid.UUID) {
 // would hold it past it.
 func TestExpiry(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	cfg := b.config()
-	cfg.Policy.BaseDelay = time.Hour
-	b.run(t, b.dispatcher(t, cfg))
-	b.sms.ScriptRecipient("+15550003", delivery.Retry(errors.New("carrier busy")))
+	eachCommit(t, func(t *testing.T, commit map[string]notification.Commit) {
+		b := setup(t)
+		cfg := b.config()
+		cfg.Commit = commit
+		cfg.Policy.BaseDelay = time.Hour
+		b.run(t, b.dispatcher(t, cfg))
+		b.sms.ScriptRecipient("+15550003", delivery.Retry(errors.New("carrier busy")))
 
-	past := notification.Request{Channel: "mail", Recipient: "a@example.com", ExpiresAt: time.Now().Add(-time.Second)}
-	retried := notification.Request{Channel: "sms", Recipient: "+15550003", ExpiresAt: time.Now().Add(10 * time.Minute)}
-	ids := b.stage(t, past, retried)
+		past := notification.Request{Channel: "mail", Recipient: "a@example.com", ExpiresAt: time.Now().Add(-time.Second)}
+		retried := notification.Request{Channel: "sms", Recipient: "+15550003", ExpiresAt: time.Now().Add(10 * time.Minute)}
+		ids := b.stage(t, past, retried)
 
-	st := b.waitOutcome(t, ids[0])
-	require.Equal(t, notification.OutcomeExpired, st.Outcome)
-	require.Equal(t, notification.CodeExpired, st.Code)
-	require.Zero(t, b.mail.Count(ids[0]))
-	st = b.waitOutcome(t, ids[1])
-	require.Equal(t, notification.OutcomeExpired, st.Outcome, "its next attempt would come after it expires")
-	require.Equal(t, 1, b.sms.Count(ids[1]))
-	require.Equal(t, "expires before its next attempt", ruleEntry(t, st, notification.RuleExpiry).Detail["why"])
+		st := b.waitOutcome(t, ids[0])
+		require.Equal(t, notification.OutcomeExpired, st.Outcome)
+		require.Equal(t, notification.CodeExpired, st.Code)
+		require.Zero(t, b.mail.Count(ids[0]))
+		st = b.waitOutcome(t, ids[1])
+		require.Equal(t, notification.OutcomeExpired, st.Outcome, "its next attempt would come after it expires")
+		require.Equal(t, 1, b.sms.Count(ids[1]))
+		require.Equal(t, "expires before its next attempt", ruleEntry(t, st, notification.RuleExpiry).Detail["why"])
+	})
 }
 
 // The first request with a dedup key whose delivery commits claims it;
@@ -332,46 +357,53 @@ func TestExpiry(t *testing.T) {
 // reference, and the provider never sees them.
 func TestDedupKeys(t *testing.T) {
 	t.Parallel()
-	for _, mode := range []notification.Commit{notification.CommitEach, notification.CommitShared} {
-		t.Run(map[notification.Commit]string{notification.CommitEach: "Each", notification.CommitShared: "Shared"}[mode], func(t *testing.T) {
-			t.Parallel()
-			b := setup(t)
-			cfg := b.config()
-			cfg.Commit = map[string]notification.Commit{"mail": mode}
-			b.mail.ScriptRecipient("first@example.com", delivery.DeliveredWithReference("msg-1"))
-			b.run(t, b.dispatcher(t, cfg))
+	eachCommit(t, func(t *testing.T, commit map[string]notification.Commit) {
+		b := setup(t)
+		cfg := b.config()
+		cfg.Commit = commit
+		b.mail.ScriptRecipient("first@example.com", delivery.DeliveredWithReference("msg-1"))
+		b.run(t, b.dispatcher(t, cfg))
 
-			// A double click: two confirmations in one write, one key.
-			confirm := notification.Request{Channel: "mail", Recipient: "first@example.com", DedupKey: "booking-7/confirmed"}
-			ids := b.stage(t, confirm, confirm)
-			first, second := b.waitOutcome(t, ids[0]), b.waitOutcome(t, ids[1])
-			sent, dup := first, second
-			if first.Outcome == notification.OutcomeDuplicate {
-				sent, dup = second, first
-			}
-			require.Equal(t, notification.OutcomeDelivered, sent.Outcome)
-			require.Equal(t, notification.OutcomeDuplicate, dup.Outcome)
-			require.Equal(t, "msg-1", dup.Reference, "the first receipt, marked as a duplicate")
-			require.Equal(t, sent.ID.String(), ruleEntry(t, dup, notification.RuleDedup).Detail["duplicate_of"])
-			require.Equal(t, 1, b.mail.Count(sent.ID)+b.mail.Count(dup.ID), "one provider call")
-			if mode == notification.CommitShared {
-				// One transaction claims its keys in id order, the
-				// order of staging: the key goes to the lower id.
-				first := slices.MinFunc(ids, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
-				require.Equal(t, first, sent.ID, "the request staged first is the one delivered")
-			}
+		// A double click: two confirmations in one write, one key.
+		confirm := notification.Request{Channel: "mail", Recipient: "first@example.com", DedupKey: "booking-7/confirmed"}
+		ids := b.stage(t, confirm, confirm)
+		first, second := b.waitOutcome(t, ids[0]), b.waitOutcome(t, ids[1])
+		sent, dup := first, second
+		if first.Outcome == notification.OutcomeDuplicate {
+			sent, dup = second, first
+		}
+		require.Equal(t, notification.OutcomeDelivered, sent.Outcome)
+		require.Equal(t, notification.OutcomeDuplicate, dup.Outcome)
+		require.Equal(t, "msg-1", dup.Reference, "the first receipt, marked as a duplicate")
+		require.Equal(t, sent.ID.String(), ruleEntry(t, dup, notification.RuleDedup).Detail["duplicate_of"])
+		require.Equal(t, 1, b.mail.Count(sent.ID)+b.mail.Count(dup.ID), "one provider call")
+		if commit["mail"] == notification.CommitShared {
+			// One transaction claims its keys in id order, the
+			// order of staging: the key goes to the lower id.
+			first := slices.MinFunc(ids, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
+			require.Equal(t, first, sent.ID, "the request staged first is the one delivered")
+		}
 
-			// A first request that fails does not hold the key.
-			b.mail.ScriptRecipient("bounce@example.com", delivery.Reject(errors.New("no such mailbox")))
-			failing := notification.Request{Channel: "mail", Recipient: "bounce@example.com", DedupKey: "booking-8/confirmed"}
-			id := b.stage(t, failing)[0]
-			require.Equal(t, relay.StateDead, b.waitOutcome(t, id).State)
-			fixed := failing
-			fixed.Recipient = "fixed@example.com"
-			id = b.stage(t, fixed)[0]
-			require.Equal(t, notification.OutcomeDelivered, b.waitOutcome(t, id).Outcome)
-		})
-	}
+		// A first request that fails does not hold the key.
+		b.mail.ScriptRecipient("bounce@example.com", delivery.Reject(errors.New("no such mailbox")))
+		failing := notification.Request{Channel: "mail", Recipient: "bounce@example.com", DedupKey: "booking-8/confirmed"}
+		id := b.stage(t, failing)[0]
+		require.Equal(t, relay.StateDead, b.waitOutcome(t, id).State)
+		fixed := failing
+		fixed.Recipient = "fixed@example.com"
+		id = b.stage(t, fixed)[0]
+		require.Equal(t, notification.OutcomeDelivered, b.waitOutcome(t, id).Outcome)
+
+		// Nor does one a rule ends, though its claim took the key
+		// before the rules were applied.
+		expired := notification.Request{Channel: "mail", Recipient: "late@example.com", DedupKey: "booking-9/confirmed",
+			ExpiresAt: time.Now().Add(-time.Second)}
+		id = b.stage(t, expired)[0]
+		require.Equal(t, notification.OutcomeExpired, b.waitOutcome(t, id).Outcome)
+		expired.ExpiresAt = time.Time{}
+		id = b.stage(t, expired)[0]
+		require.Equal(t, notification.OutcomeDelivered, b.waitOutcome(t, id).Outcome, "the key is free")
+	})
 }
 
 // Two relays deliver requests that share keys at the same time: for each
