@@ -115,6 +115,19 @@ type quietOf struct {
 // and channel.
 type scope struct{ subject, category, channel string }
 
+// readRules reads the recipient rules of jobs, in one statement.
+func (d *Dispatcher) readRules(ctx context.Context, bind *binding, jobs []job) (rules, error) {
+	rows, err := bind.db.QueryContext(ctx, bind.policy.rules, d.ruleArgs(jobs)...)
+	var r rules
+	if err == nil {
+		_, _, r, err = d.readClaim(ctx, rows)
+	}
+	if err != nil {
+		return r, fmt.Errorf("read the recipient rules: %w", err)
+	}
+	return r, nil
+}
+
 // ruleArgs are the arguments of rulesRead for jobs: the scopes of their
 // subjects' preferences and quiet hours and their destinations, each
 // once. A critical request bypasses its subject's preferences and quiet
@@ -148,9 +161,9 @@ func (d *Dispatcher) ruleArgs(jobs []job) []any {
 		pgarray.Of(channels), pgarray.Of(addresses)}
 }
 
-// readClaim reads the rows of a claimOne or claimBatch statement: the
-// requests claimed for the first time, the dedup keys taken, and the
-// recipient rules.
+// readClaim reads the rows of a claimOne or claimBatch statement, the
+// rules read after it or alone: the requests claimed for the first time,
+// the dedup keys taken, and the recipient rules.
 func (d *Dispatcher) readClaim(ctx context.Context, rows *sql.Rows) (first map[uuid.UUID]bool, keys map[string]bool, r rules, err error) {
 	defer rows.Close()
 	first, keys = map[uuid.UUID]bool{}, map[string]bool{}
@@ -266,9 +279,8 @@ func (d *Dispatcher) quietOf(ctx context.Context, zone string, windows []byte) (
 
 // decide applies the recipient rules r to the jobs claimed for the first
 // time, and returns, by index, the results of those a rule ends or
-// defers. The rules were read with the claims, in the claim's
-// transaction, so they see every change committed with the write that
-// staged a request. A job whose inbox claim committed before was
+// defers. The rules were read after the relay claimed the batch, so they
+// see every change committed with the write that staged a request. A job whose inbox claim committed before was
 // delivered by an earlier hand whose settle was lost: no rule ends it,
 // and its claim answers it delivered.
 func (d *Dispatcher) decide(r rules, jobs []job, first map[uuid.UUID]bool) map[int]relay.Result {

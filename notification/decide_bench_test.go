@@ -66,7 +66,7 @@ func BenchmarkDecide(b *testing.B) {
 		copy(batch, jobs)
 		tx, err := bind.db.BeginTx(b.Context(), claimTx)
 		require.NoError(b, err)
-		first, _, r, err := d.claim(b.Context(), bind, tx, batch)
+		first, _, r, err := d.claim(b.Context(), bind, tx, batch, nil)
 		require.NoError(b, err)
 		if stops := d.decide(r, batch, first); len(first) != n || len(stops) != 0 {
 			b.Fatalf("%d of %d requests claimed, %d stopped by a rule", len(first), n, len(stops))

@@ -14,9 +14,9 @@ import (
 	"github.com/tidings-go/tidings/relay"
 )
 
-// The inbox claims of a batch with its rules read, once prepared (pgx
-// prepares every statement), keep one plan instead of being planned again
-// per batch, and that plan, which knows neither the batch's size nor its
+// The rules read of a batch, alone or after a transaction's inbox claims,
+// once prepared (pgx prepares every statement), keeps one plan instead of
+// being planned again per batch, and that plan, which knows neither the batch's size nor its
 // values, probes the primary keys of the preferences (from the index
 // alone), quiet hours and suppressions, one probe per subject, scope and
 // address: a scan of the whole table per batch would grow with every
@@ -56,15 +56,16 @@ func TestRulesReadKeepsOnePlanThatProbesPrimaryKeys(t *testing.T) {
 		one = append(one, fmt.Sprintf(`%s, 'dispatch', '5b1e2f6c-3c8f-4f6e-9a57-0d8d6c1e2a0%d', '%s'`, r, i+3,
 			map[bool]string{true: "key-1"}[i%2 == 0]))
 	}
-	const batchTypes, oneTypes = `(text[], text[], text[], text[], text[], text[], text, uuid[])`,
-		`(text[], text[], text[], text[], text[], text[], text, uuid, text)`
-	pgtest.RequireOnePlan(t, newPolicyQueries(schema).claimBatch, batchTypes, batch)
-	pgtest.RequireOnePlan(t, newPolicyQueries(schema).claimOne, oneTypes, one)
+	const rulesTypes = `(text[], text[], text[], text[], text[], text[]`
+	pq := newPolicyQueries(schema)
+	pgtest.RequireOnePlan(t, pq.rules, rulesTypes+`)`, rules)
+	pgtest.RequireOnePlan(t, pq.claimBatchRules, rulesTypes+`, text, uuid[])`, batch)
+	pgtest.RequireOnePlan(t, pq.claimOneRules, rulesTypes+`, text, uuid, text)`, one)
 
 	tx := pgtest.Tx(t)
 	_, err := tx.ExecContext(t.Context(), `SET LOCAL plan_cache_mode = force_generic_plan`)
 	require.NoError(t, err)
-	claim := pgtest.Prepare(t, tx, batchTypes, newPolicyQueries(schema).claimBatch)
+	claim := pgtest.Prepare(t, tx, rulesTypes+`, text, uuid[])`, pq.claimBatchRules)
 	plan, raw := pgtest.Explain(t, tx, `EXECUTE `+claim+`(`+batch[1]+`)`)
 	probed := map[string]string{}
 	plan.Walk(func(n pgtest.Plan) {

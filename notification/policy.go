@@ -166,8 +166,9 @@ func (q QuietHours) validate() (*time.Location, error) {
 	return loc, nil
 }
 
-// rulesRead reads the recipient rules of a claim's requests, after its
-// inbox claims (claimOne, claimBatch): the quiet hours (q) of their
+// rulesRead reads the recipient rules of requests, alone (for a batch) or
+// after a transaction's inbox claims (claimOne, claimBatch): the quiet
+// hours (q) of their
 // subjects ($1), the preferences (p) that can apply to them (those of
 // each subject $2 in its category $3 or every category, on its channel
 // $4 or every channel), the suppressions (s) of their channels ($5) and
@@ -200,13 +201,45 @@ const rulesRead = `SELECT 'q', q.* FROM unnest((SELECT $1::text[])) AS k(subject
 			UNION ALL
 			SELECT 'n', '', NULL, NULL, NULL, statement_timestamp(), NULL, NULL`
 
+// claimOne claims the request {id} for consumer {consumer} and, if that
+// is its first claim, its dedup key {key} unless {key} is empty: one
+// statement for a request that commits alone. Its key is taken after its
+// claim, in the order of claimKeys after claimBatch, so two transactions
+// that want both wait for each other in one order. It gives a row 'c' if
+// it claimed the request for the first time (another open transaction's
+// claim is waited for) and 'k' if it took the key, in rulesRead's
+// columns.
+const claimOne = `WITH c AS (
+				INSERT INTO {inbox} (consumer, event_id) VALUES ({consumer}, {id})
+				ON CONFLICT (consumer, event_id) DO NOTHING
+				RETURNING event_id),
+			k AS (
+				INSERT INTO {dedup} (consumer, key, event_id) SELECT {consumer}, {key}, event_id FROM c WHERE {key} <> ''
+				ON CONFLICT (consumer, key) DO NOTHING
+				RETURNING key)
+			SELECT 'c', event_id::text, NULL, NULL, NULL::boolean, NULL::timestamptz, NULL, NULL::jsonb FROM c
+			UNION ALL
+			SELECT 'k', key, NULL, NULL, NULL, NULL, NULL, NULL FROM k`
+
+// claimBatch claims the requests {id} (an array) for consumer {consumer},
+// in id order, so two transactions claiming overlapping sets wait for
+// each other instead of deadlocking, and gives a row 'c' for each it
+// claimed for the first time, as claimOne does.
+const claimBatch = `WITH c AS (
+				INSERT INTO {inbox} (consumer, event_id)
+				SELECT {consumer}, id FROM unnest({id}::uuid[]) AS ids(id) ORDER BY id
+				ON CONFLICT (consumer, event_id) DO NOTHING
+				RETURNING event_id)
+			SELECT 'c', event_id::text, NULL, NULL, NULL::boolean, NULL::timestamptz, NULL, NULL::jsonb FROM c`
+
 // policyQueries are the statements of the recipient rules for one schema.
 type policyQueries struct {
 	setPreference, deletePreference, preferences string
 	setQuiet, deleteQuiet, quiet                 string
-	// The inbox claims of a claim's transaction, with the rules of its
-	// requests.
-	claimOne, claimBatch string
+	// The rules of a batch's requests (rulesRead), and the inbox claims
+	// of a transaction without them and with them (after the claims).
+	rules                                                string
+	claimOne, claimBatch, claimOneRules, claimBatchRules string
 	// The dedup keys of one claim's transaction.
 	claimKeys, keyReference, readKeys, releaseKeys, purgeKeys string
 	// Suppressed addresses, and the transient failures that lead to one.
@@ -221,6 +254,9 @@ func newPolicyQueries(schema string) policyQueries {
 	s := ident.Quote(schema)
 	r := strings.NewReplacer("{preference}", s+".preference", "{quiet}", s+".quiet_hours", "{dedup}", s+".dedup",
 		"{outbox}", s+".outbox", "{inbox}", s+".inbox", "{suppression}", s+".suppression", "{transient}", s+".transient_failure")
+	// The claims' parameters come first alone, after rulesRead's with it.
+	alone := strings.NewReplacer("{consumer}", "$1", "{id}", "$2", "{key}", "$3")
+	withRules := strings.NewReplacer("{consumer}", "$7", "{id}", "$8", "{key}", "$9")
 	return policyQueries{
 		setPreference: r.Replace(`INSERT INTO {preference} (subject, category, channel, enabled) VALUES ($1, $2, $3, $4)
 			ON CONFLICT (subject, category, channel) DO UPDATE SET enabled = excluded.enabled, updated_at = now()`),
@@ -232,42 +268,18 @@ func newPolicyQueries(schema string) policyQueries {
 		deleteQuiet: r.Replace(`DELETE FROM {quiet} WHERE subject = $1`),
 		quiet:       r.Replace(`SELECT time_zone, windows FROM {quiet} WHERE subject = $1`),
 
-		// A claim's inbox claims and the recipient rules of its requests,
-		// in one statement, the first of the claim's transaction: a round
-		// trip less per transaction than reading the rules before it
-		// began, and the rules and the claims seen at one moment.
-		//
-		// claimOne claims the request $8 for consumer $7 and, if that is
-		// its first claim, its dedup key $9 unless $9 is empty: one
-		// statement for a request that commits alone. Its key is taken
-		// after its claim, in the order of claimKeys after claimBatch, so
-		// two transactions that want both wait for each other in one
-		// order. claimBatch claims the requests $8, in id order, so two
-		// transactions claiming overlapping sets wait for each other
-		// instead of deadlocking. Each gives a row 'c' per request it
-		// claimed for the first time (another open transaction's claim is
-		// waited for) and 'k' for the key it took, then rulesRead's rows.
-		claimOne: r.Replace(`WITH c AS (
-				INSERT INTO {inbox} (consumer, event_id) VALUES ($7, $8)
-				ON CONFLICT (consumer, event_id) DO NOTHING
-				RETURNING event_id),
-			k AS (
-				INSERT INTO {dedup} (consumer, key, event_id) SELECT $7, $9, event_id FROM c WHERE $9 <> ''
-				ON CONFLICT (consumer, key) DO NOTHING
-				RETURNING key)
-			SELECT 'c', event_id::text, NULL, NULL, NULL::boolean, NULL::timestamptz, NULL, NULL::jsonb FROM c
-			UNION ALL
-			SELECT 'k', key, NULL, NULL, NULL, NULL, NULL, NULL FROM k
-			UNION ALL
-			` + rulesRead),
-		claimBatch: r.Replace(`WITH c AS (
-				INSERT INTO {inbox} (consumer, event_id)
-				SELECT $7, id FROM unnest($8::uuid[]) AS ids(id) ORDER BY id
-				ON CONFLICT (consumer, event_id) DO NOTHING
-				RETURNING event_id)
-			SELECT 'c', event_id::text, NULL, NULL, NULL::boolean, NULL::timestamptz, NULL, NULL::jsonb FROM c
-			UNION ALL
-			` + rulesRead),
+		// A transaction's inbox claims, with the recipient rules of its
+		// requests or without: the dispatcher reads the rules in the
+		// statement that claims the requests when one transaction holds
+		// its whole batch (a round trip less between the hand and the
+		// delivery), and else once for the batch, before: read with the
+		// claim of each request of a channel that commits each, the rules
+		// took a quarter of the rate of its drain (BENCHMARKS.md).
+		rules:           r.Replace(rulesRead),
+		claimOne:        r.Replace(alone.Replace(claimOne)),
+		claimBatch:      r.Replace(alone.Replace(claimBatch)),
+		claimOneRules:   r.Replace(withRules.Replace(claimOne) + "\n\t\t\tUNION ALL\n\t\t\t" + rulesRead),
+		claimBatchRules: r.Replace(withRules.Replace(claimBatch) + "\n\t\t\tUNION ALL\n\t\t\t" + rulesRead),
 
 		// Keys in order, so two transactions claiming overlapping keys
 		// wait for each other instead of deadlocking. A key another open
