@@ -69,8 +69,8 @@ const (
 	RuleSuppression = "suppression"
 )
 
-// rules is what the recipient rules read of one claim's subjects and
-// addresses, with the claim (rulesRead), and the database's clock.
+// rules is what the recipient rules read of a batch's subjects and
+// addresses (rulesRead), and the database's clock.
 type rules struct {
 	now         time.Time
 	preferences map[string][]Preference

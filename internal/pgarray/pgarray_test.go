@@ -117,7 +117,7 @@ func parse(t *testing.T, lit string) []string {
 }
 
 // BenchmarkOf writes the literal of a batch's subjects, as the
-// dispatcher's inbox claim does for the rules read with it.
+// dispatcher's rules read does for each claimed batch.
 func BenchmarkOf(b *testing.B) {
 	subjects := make([]string, 375)
 	for i := range subjects {
