@@ -280,9 +280,10 @@ func (d *Dispatcher) quietOf(ctx context.Context, zone string, windows []byte) (
 // decide applies the recipient rules r to the jobs claimed for the first
 // time, and returns, by index, the results of those a rule ends or
 // defers. The rules were read after the relay claimed the batch, so they
-// see every change committed with the write that staged a request. A job whose inbox claim committed before was
-// delivered by an earlier hand whose settle was lost: no rule ends it,
-// and its claim answers it delivered.
+// see every change committed with the write that staged a request. A job
+// whose inbox claim committed before was delivered by an earlier hand
+// whose settle was lost: no rule ends it, and its claim answers it
+// delivered.
 func (d *Dispatcher) decide(r rules, jobs []job, first map[uuid.UUID]bool) map[int]relay.Result {
 	skew := time.Until(r.now)
 	stops := map[int]relay.Result{}

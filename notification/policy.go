@@ -236,10 +236,11 @@ const claimBatch = `WITH c AS (
 type policyQueries struct {
 	setPreference, deletePreference, preferences string
 	setQuiet, deleteQuiet, quiet                 string
-	// The rules of a batch's requests (rulesRead), and the inbox claims
-	// of a transaction without them and with them (after the claims).
-	rules                                                string
-	claimOne, claimBatch, claimOneRules, claimBatchRules string
+	// The rules of a batch's requests (rulesRead), a lone request's inbox
+	// claim with its dedup key, and a transaction's inbox claims with the
+	// rules after them (a batch's claims alone are inbox.OnceBatch's).
+	rules                                    string
+	claimOne, claimOneRules, claimBatchRules string
 	// The dedup keys of one claim's transaction.
 	claimKeys, keyReference, readKeys, releaseKeys, purgeKeys string
 	// Suppressed addresses, and the transient failures that lead to one.
@@ -277,7 +278,6 @@ func newPolicyQueries(schema string) policyQueries {
 		// took a quarter of the rate of its drain (BENCHMARKS.md).
 		rules:           r.Replace(rulesRead),
 		claimOne:        r.Replace(alone.Replace(claimOne)),
-		claimBatch:      r.Replace(alone.Replace(claimBatch)),
 		claimOneRules:   r.Replace(withRules.Replace(claimOne) + "\n\t\t\tUNION ALL\n\t\t\t" + rulesRead),
 		claimBatchRules: r.Replace(withRules.Replace(claimBatch) + "\n\t\t\tUNION ALL\n\t\t\t" + rulesRead),
 
