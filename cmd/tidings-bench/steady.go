@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -27,6 +28,22 @@ type steadyResult struct {
 	commit   []float64 // the writers' BEGIN-to-COMMIT-return, ms, sorted
 	achieved float64   // requests committed per second
 	behind   time.Duration
+	// windows are the steadyWindow-wide spans of commit time, by their
+	// p99 of lat, lowest first: whether the tail is every second's or a
+	// few seconds'.
+	windows []steadyWindowResult
+}
+
+// steadyWindow is the width of the spans of a steady run whose tails the
+// report sets side by side.
+const steadyWindow = time.Second
+
+// steadyWindowResult is one steadyWindow of a steady run: the p99 of the
+// latencies of the requests committed in it, and the writers' p50 of
+// BEGIN to COMMIT there, which says whether the database stalled their
+// commits too.
+type steadyWindowResult struct {
+	p99, commitP50 float64
 }
 
 func pct(sorted []float64, p float64) float64 {
@@ -134,6 +151,9 @@ func summarize(committed []int64, took []time.Duration, starts, hands func(i int
 			r.toStart = append(r.toStart, float64(starts(i)-hands(i))/1e6)
 		}
 	}
+	r.windows = windowsOf(committed[warm:], took[warm:], func(i int) float64 {
+		return float64(starts(warm+i)-committed[warm+i]) / 1e6
+	})
 	slices.Sort(r.lat)
 	slices.Sort(r.toHand)
 	slices.Sort(r.toStart)
@@ -141,6 +161,34 @@ func summarize(committed []int64, took []time.Duration, starts, hands func(i int
 	lo, hi := slices.Min(committed), slices.Max(committed)
 	r.achieved = float64(len(committed)-1) / (float64(hi-lo) / 1e9)
 	return r
+}
+
+// windowsOf splits requests by the steadyWindow their commit returned in
+// (committed, ns since any base) and returns each window's figures, by
+// p99, lowest first.
+func windowsOf(committed []int64, took []time.Duration, lat func(i int) float64) []steadyWindowResult {
+	if len(committed) == 0 {
+		return nil
+	}
+	first := slices.Min(committed)
+	type span struct{ lat, commit []float64 }
+	spans := map[int64]*span{}
+	for i, c := range committed {
+		k := (c - first) / int64(steadyWindow)
+		if spans[k] == nil {
+			spans[k] = &span{}
+		}
+		spans[k].lat = append(spans[k].lat, lat(i))
+		spans[k].commit = append(spans[k].commit, float64(took[i])/1e6)
+	}
+	ws := make([]steadyWindowResult, 0, len(spans))
+	for _, sp := range spans {
+		slices.Sort(sp.lat)
+		slices.Sort(sp.commit)
+		ws = append(ws, steadyWindowResult{p99: pct(sp.lat, 99), commitP50: pct(sp.commit, 50)})
+	}
+	slices.SortFunc(ws, func(a, b steadyWindowResult) int { return cmp.Compare(a.p99, b.p99) })
+	return ws
 }
 
 // steadyOnce runs the relay with wake-up path w and stages at rate.
@@ -351,6 +399,12 @@ func addSteady(res *results, section, key, label string, r steadyResult) {
 	}
 	res.add(key+"/commit-p50", section, label+": writer BEGIN to COMMIT, p50", "ms", pct(r.commit, 50), "")
 	res.add(key+"/commit-p99", section, label+": writer BEGIN to COMMIT, p99", "ms", pct(r.commit, 99), "")
+	if n := len(r.windows); n > 0 {
+		worst := r.windows[n-1]
+		res.add(key+"/window-p99-p50", section, label+": p99 of each "+steadyWindow.String()+" window, median", "ms", r.windows[(n-1)/2].p99, "")
+		res.add(key+"/window-p99-max", section, label+": p99 of each "+steadyWindow.String()+" window, worst", "ms", worst.p99, "")
+		res.add(key+"/window-commit-p50", section, label+": writer BEGIN to COMMIT, p50, in the worst window", "ms", worst.commitP50, "")
+	}
 	res.add(key+"/achieved", section, label+": achieved staging rate", "events/s", r.achieved, "")
 	if r.negative > 0 {
 		progress("  %d deliveries started before their Commit returned (counted as negative latencies)", r.negative)
