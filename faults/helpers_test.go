@@ -172,17 +172,13 @@ func setupShared(t *testing.T) testBundle {
 // tables, and the test and the relay connect as that role.
 func setupCluster(t *testing.T) testBundle {
 	t.Helper()
-	cluster, err := pgtemp.Start(t.Context(), &pgtemp.Options{Durable: true, Settings: map[string]string{"track_commit_timestamp": "on"}})
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, cluster.Stop()) })
-	owner := withParams(t, cluster.URL(), map[string]string{"options": "-c search_path="})
-	admin, err := sql.Open("postgres", owner)
+	app, cluster := pgtest.Cluster(t, &pgtemp.Options{Durable: true, Settings: map[string]string{"track_commit_timestamp": "on"}},
+		tidings.Migrate, tidings.SchemaDefault)
+	noPath := map[string]string{"options": "-c search_path="}
+	admin, err := sql.Open("postgres", withParams(t, cluster.URL(), noPath))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = admin.Close() })
-	app := pgtest.AppURL(t, owner)
-	require.NoError(t, tidings.Migrate(t.Context(), admin, tidings.SchemaDefault))
-	pgtest.Grant(t, admin, tidings.SchemaDefault)
-	return newBundle(t, cluster, app, admin, tidings.SchemaDefault)
+	return newBundle(t, cluster, withParams(t, app, noPath), admin, tidings.SchemaDefault)
 }
 
 func newBundle(t *testing.T, cluster *pgtemp.Cluster, base string, admin *sql.DB, schema string) testBundle {
