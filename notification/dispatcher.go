@@ -451,7 +451,7 @@ func (d *Dispatcher) deliverAll(ctx context.Context, bind *binding, b *relay.Bat
 		// A transaction of its own commits a delivery's claim alone; the
 		// relay's settle writes the outcome after the commit, in one
 		// statement with other requests' outcomes. Writing it here cost
-		// the server twice the CPU per request (BENCHMARKS.md). Anything
+		// the server twice the CPU per request (docs/bench/HISTORY.md). Anything
 		// else the rollback takes back, the claim with it. A delivered
 		// request with a dedup key writes its reference with the key,
 		// where its duplicates read it before the relay settles its row.
@@ -521,7 +521,7 @@ func (d *Dispatcher) claim(ctx context.Context, bind *binding, tx *sql.Tx, jobs 
 		return first, nil, *pre, err
 	case pre != nil && jobs[0].req.DedupKey == "":
 		// A bare insert: claimOne's statement took about 6 % of the rate
-		// of a drain that commits each request (BENCHMARKS.md).
+		// of a drain that commits each request (docs/bench/HISTORY.md).
 		once, err := bind.inbox.Once(ctx, tx, d.cfg.Consumer, jobs[0].p.ID)
 		return map[uuid.UUID]bool{jobs[0].p.ID: once}, nil, *pre, err
 	}

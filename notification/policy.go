@@ -275,7 +275,7 @@ func newPolicyQueries(schema string) policyQueries {
 		// its whole batch (a round trip less between the hand and the
 		// delivery), and else once for the batch, before: read with the
 		// claim of each request of a channel that commits each, the rules
-		// took a quarter of the rate of its drain (BENCHMARKS.md).
+		// took a quarter of the rate of its drain (docs/bench/HISTORY.md).
 		rules:           r.Replace(rulesRead),
 		claimOne:        r.Replace(alone.Replace(claimOne)),
 		claimOneRules:   r.Replace(withRules.Replace(claimOne) + "\n\t\t\tUNION ALL\n\t\t\t" + rulesRead),

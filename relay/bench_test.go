@@ -2,7 +2,7 @@ package relay_test
 
 // Benchmarks run against pgtest.DurableURL: a server with fsync and
 // synchronous_commit on, never the test cluster. BENCHMARKS.md has the
-// commands and the figures.
+// commands; their first figures are in docs/bench/HISTORY.md.
 
 import (
 	"context"

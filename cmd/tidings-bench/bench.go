@@ -232,7 +232,7 @@ func prepareDrain(ctx context.Context, db *sql.DB, s benchSchema) error {
 // the server planned the settle once, for a table of no rows, and kept
 // that plan, which reads the whole table, until autovacuum first analyzed
 // it: a minute or more, longer than a steady run, so the settle's cost
-// grew with every request the run staged (BENCHMARKS.md).
+// grew with every request the run staged (docs/bench/HISTORY.md).
 func fillHistory(ctx context.Context, db *sql.DB, s benchSchema, n int) error {
 	msg, err := request(0).Message(module)
 	if err != nil {
