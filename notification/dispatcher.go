@@ -451,10 +451,11 @@ func (d *Dispatcher) deliverAll(ctx context.Context, bind *binding, b *relay.Bat
 		// A transaction of its own commits a delivery's claim alone; the
 		// relay's settle writes the outcome after the commit, in one
 		// statement with other requests' outcomes. Writing it here cost
-		// the server twice the CPU per request (docs/bench/HISTORY.md). Anything
-		// else the rollback takes back, the claim with it. A delivered
-		// request with a dedup key writes its reference with the key,
-		// where its duplicates read it before the relay settles its row.
+		// the server twice the CPU per request (docs/bench/HISTORY.md).
+		// Anything else the rollback takes back, the claim with it. A
+		// delivered request with a dedup key writes its reference with
+		// the key, where its duplicates read it before the relay settles
+		// its row.
 		if len(release) == 0 && first[jobs[0].p.ID] {
 			if j := jobs[0]; j.req.DedupKey != "" && delivered[0] {
 				if _, err := tx.ExecContext(txCtx, bind.policy.keyReference, d.cfg.Consumer, j.req.DedupKey,
