@@ -331,12 +331,12 @@ func (d *Dispatcher) HandleBatch(ctx context.Context, b *relay.Batch) {
 	// statement that claims its requests; more read them once first.
 	var pre *rules
 	if len(groups) > 1 {
-		r, err := d.readRules(ctx, bind, jobs)
-		if err != nil {
+		if r, err := d.readRules(ctx, bind, jobs); err != nil {
 			d.unsure(b, jobs, err)
 			groups = nil
+		} else {
+			pre = &r
 		}
-		pre = &r
 	}
 	var wg sync.WaitGroup
 	for _, jobs := range groups {

@@ -151,9 +151,7 @@ func summarize(committed []int64, took []time.Duration, starts, hands func(i int
 			r.toStart = append(r.toStart, float64(starts(i)-hands(i))/1e6)
 		}
 	}
-	r.windows = windowsOf(committed[warm:], took[warm:], func(i int) float64 {
-		return float64(starts(warm+i)-committed[warm+i]) / 1e6
-	})
+	r.windows = windowsOf(committed[warm:], took[warm:], r.lat) // r.lat in commit order, before its sort
 	slices.Sort(r.lat)
 	slices.Sort(r.toHand)
 	slices.Sort(r.toStart)
@@ -164,9 +162,9 @@ func summarize(committed []int64, took []time.Duration, starts, hands func(i int
 }
 
 // windowsOf splits requests by the steadyWindow their commit returned in
-// (committed, ns since any base) and returns each window's figures, by
-// p99, lowest first.
-func windowsOf(committed []int64, took []time.Duration, lat func(i int) float64) []steadyWindowResult {
+// (committed, ns since any base; took and lat, ms, by the same index) and
+// returns each window's figures, by p99, lowest first.
+func windowsOf(committed []int64, took []time.Duration, lat []float64) []steadyWindowResult {
 	if len(committed) == 0 {
 		return nil
 	}
@@ -178,7 +176,7 @@ func windowsOf(committed []int64, took []time.Duration, lat func(i int) float64)
 		if spans[k] == nil {
 			spans[k] = &span{}
 		}
-		spans[k].lat = append(spans[k].lat, lat(i))
+		spans[k].lat = append(spans[k].lat, lat[i])
 		spans[k].commit = append(spans[k].commit, float64(took[i])/1e6)
 	}
 	ws := make([]steadyWindowResult, 0, len(spans))

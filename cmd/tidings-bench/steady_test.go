@@ -22,7 +22,7 @@ func TestWindowsOf(t *testing.T) {
 			lat = append(lat, w.lat)
 		}
 	}
-	ws := windowsOf(committed, took, func(i int) float64 { return lat[i] })
+	ws := windowsOf(committed, took, lat)
 	if len(ws) != 3 {
 		t.Fatalf("got %d windows of three seconds' commits, want 3: %+v", len(ws), ws)
 	}
