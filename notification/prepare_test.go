@@ -80,13 +80,16 @@ func TestDeliveryTimeoutFollowsTheRelayAndTheReasonNamesTheDeadline(t *testing.T
 		dc.Deliveries = map[string]delivery.Delivery{"mail": hang}
 		dc.Policy.MaxAttempts = 1
 		rc := b.relayConfig(t)
-		rc.HandTimeout = 600 * time.Millisecond
-		rc.Lease = 5 * time.Second
+		// The hand's deadline leaves a second between the two, time for
+		// the claim before the delivery starts on a loaded machine (with
+		// 100 ms it ran out once under a second race suite).
+		rc.HandTimeout = 6 * time.Second
+		rc.Lease = 30 * time.Second
 		b.runWith(t, rc, b.dispatcher(t, dc))
 		id := b.stage(t, mailTo("a@example.com"))[0]
 		st := b.waitSettled(t, id)
 		require.Equal(t, relay.StateDead, st.State)
-		require.Contains(t, st.Reason, `delivery for channel "mail" timed out: DeliveryTimeout of 500ms passed`)
+		require.Contains(t, st.Reason, `delivery for channel "mail" timed out: DeliveryTimeout of 5s passed`)
 	})
 
 	t.Run("TheHandsDeadlineFiredFirst", func(t *testing.T) {
