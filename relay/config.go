@@ -104,7 +104,12 @@ type Config struct {
 	Lease time.Duration
 
 	// SweepInterval is how often the relay looks for due records without a
-	// wake-up: the safety net for a lost notification. Default 30 s.
+	// wake-up: the safety net for a lost notification. Between sweeps a
+	// claim reads each lane it knows from the oldest record the last claim
+	// found there, or from ten seconds before that claim, whichever is
+	// earlier; a sweep reads every lane from its start. So a record staged
+	// by a transaction open for longer than ten seconds, or with a
+	// NotBefore further back, is found by the next sweep. Default 30 s.
 	SweepInterval time.Duration
 
 	// MaxHands bounds how often a record is handed: a record claimed for the

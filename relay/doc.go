@@ -29,7 +29,12 @@
 //     is claimed again once half its room is free, not record by record:
 //     half of what the other lanes' connections leave it, when a lane
 //     whose deliveries hang holds most of them.
-//     Concurrent relays, in one process or on many
+//     The claim reads each lane from where the last one found the lane's
+//     oldest row, or from ten seconds before the last claim, whichever is
+//     earlier, and not over the rows settled there since the last vacuum;
+//     at least once every SweepInterval it reads every lane from its
+//     start, and finds a row staged by a transaction open for longer than
+//     those ten seconds, or due further back. Concurrent relays, in one process or on many
 //     machines, take different rows; a relay that dies lets its leases run
 //     out and another takes the rows.
 //  4. Hand. A BatchSink gets the claimed batch whole; any other Sink gets

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"testing"
 
@@ -9,6 +10,18 @@ import (
 
 	"github.com/tidings-go/tidings/internal/pgtest"
 )
+
+// claimer is a supervisor of module "orders" on a schema of its own, whose
+// claims and settles a test makes itself, and its pool.
+func claimer(t *testing.T) (*supervisor, *sql.DB) {
+	t.Helper()
+	schema := pgtest.Schema(t, Migrate)
+	db := pgtest.DB(t)
+	s, err := newSupervisor(db, Config{Module: "orders", Schema: schema}.withDefaults(),
+		SinkFunc(func(ctx context.Context, rec Record) Result { return Done() }))
+	require.NoError(t, err)
+	return s, db
+}
 
 // A settle whose answer was lost is sent again (flush retries it). When it
 // gave the record back (Later, Unsure, a release at shutdown), the hand
@@ -19,11 +32,7 @@ import (
 // answers it.
 func TestASettleSentAgainDoesNotLandOnTheNextClaim(t *testing.T) {
 	t.Parallel()
-	schema := pgtest.Schema(t, Migrate)
-	db := pgtest.DB(t)
-	s, err := newSupervisor(db, Config{Module: "orders", Schema: schema}.withDefaults(),
-		SinkFunc(func(ctx context.Context, rec Record) Result { return Done() }))
-	require.NoError(t, err)
+	s, db := claimer(t)
 	id, err := s.ob.Stage(t.Context(), db, Message{Module: "orders", Kind: "order.placed", Payload: json.RawMessage(`{}`)})
 	require.NoError(t, err)
 
@@ -51,6 +60,6 @@ func TestASettleSentAgainDoesNotLandOnTheNextClaim(t *testing.T) {
 	require.Equal(t, 1, settle(settlementOf(second, Done())), "the second hand's answer is fenced off")
 	var processed bool
 	require.NoError(t, db.QueryRowContext(t.Context(),
-		`SELECT processed_at IS NOT NULL FROM "`+schema+`".outbox WHERE id = $1`, id).Scan(&processed))
+		`SELECT processed_at IS NOT NULL FROM "`+s.cfg.Schema+`".outbox WHERE id = $1`, id).Scan(&processed))
 	require.True(t, processed, "the record is processed by its second hand")
 }

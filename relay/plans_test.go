@@ -69,10 +69,12 @@ func TestOperatorQueriesReadOnlyTheirIndexes(t *testing.T) {
 func TestClaimKeepsOnePlan(t *testing.T) {
 	t.Parallel()
 	o := backlog(t, 100_000)
-	// As a relay claims with one busy lane: its room, and a few records.
-	pgtest.RequireOnePlan(t, o.q.claim, `(text, int, float8, int, int, text[], int[], int, text[])`, []string{
-		`'bench', 13, 30, 10, 37, '{mail}', '{13}', 13, '{push}'`,
-		`'bench', 5, 30, 10, 37, '{mail}', '{5}', 5, '{push}'`,
+	// As a relay claims with one busy lane: its room, and a few records;
+	// from the lanes' floors, and from the lanes' start.
+	pgtest.RequireOnePlan(t, o.q.claim, `(text, int, float8, int, int, text[], int[], int, text[], text[], bigint[])`, []string{
+		`'bench', 13, 30, 10, 37, '{mail}', '{13}', 13, '{push}', '{mail,push}', '{1764583200000000,1764583200000000}'`,
+		`'bench', 5, 30, 10, 37, '{mail}', '{5}', 5, '{push}', '{mail}', '{1764583200000000}'`,
+		`'bench', 7, 30, 10, 37, '{mail}', '{7}', 7, '{push}', NULL, NULL`,
 	})
 }
 
@@ -115,7 +117,7 @@ func TestClaimIsNotCompiledAgainstABigBacklog(t *testing.T) {
 	t.Parallel()
 	o := backlog(t, 400_000)
 	tx := pgtest.Tx(t)
-	claim := pgtest.Prepare(t, tx, `(text, int, float8, int, int, text[], int[], int, text[])`, o.q.claim)
+	claim := pgtest.Prepare(t, tx, `(text, int, float8, int, int, text[], int[], int, text[], text[], bigint[])`, o.q.claim)
 	var above, perRow float64
 	require.NoError(t, tx.QueryRowContext(t.Context(), `SELECT current_setting('jit_above_cost')::float8,
 		current_setting('random_page_cost')::float8 + current_setting('cpu_tuple_cost')::float8
@@ -123,14 +125,15 @@ func TestClaimIsNotCompiledAgainstABigBacklog(t *testing.T) {
 	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
 		_, err := tx.ExecContext(t.Context(), `SET LOCAL plan_cache_mode = `+mode)
 		require.NoError(t, err)
-		plan, raw := pgtest.Explain(t, tx, `EXECUTE `+claim+`('bench', 500, 30, 10, 375, '{mail}', '{100}', 50, '{mail}')`)
-		// The lanes' rows: a nested loop over the lanes, under the sort.
+		plan, raw := pgtest.Explain(t, tx, `EXECUTE `+claim+`('bench', 500, 30, 10, 375, '{mail}', '{100}', 50, '{mail}', '{mail}', '{1764583200000000}')`)
+		// The lanes' rows: a nested loop over the lanes, right under a
+		// sort (the walk that finds the lanes sorts their floors too).
 		var lanes *pgtest.Plan
-		if sort := plan.Find("Sort"); sort != nil {
-			if loop := sort.Find("Nested Loop"); loop != nil && len(loop.Plans) > 0 {
-				lanes = &loop.Plans[0]
+		plan.Walk(func(n pgtest.Plan) {
+			if lanes == nil && n.Type == "Sort" && len(n.Plans) > 0 && n.Plans[0].Type == "Nested Loop" {
+				lanes = &n.Plans[0].Plans[0]
 			}
-		}
+		})
 		require.NotNil(t, lanes, "%s: the claim's plan has no loop over the lanes under a sort: %s", mode, raw)
 		worst := plan.Cost + lanes.Rows*claimLaneMax*perRow
 		require.Less(t, worst, above, "%s: the claim costs %.0f, and %.0f if each of the %.0f lanes it expects gave "+

@@ -40,8 +40,9 @@ type Message struct {
 	Payload json.RawMessage
 	// NotBefore, when set, is the time before which the record is not
 	// handed. The zero value, or a time in the past, means as soon as it
-	// commits; a time before 1970 or more than NotBeforeMax (a year) ahead
-	// is invalid. It is compared with the database's clock, as every due
+	// commits, but one more than ten seconds past may wait for the
+	// relay's next sweep (Config.SweepInterval); a time before 1970 or more than
+	// NotBeforeMax (a year) ahead is invalid. It is compared with the database's clock, as every due
 	// time is: a time computed from the application's clock, such as
 	// time.Now().Add(d), is off by any skew between the two clocks.
 	NotBefore time.Time

@@ -19,17 +19,56 @@ const pending = `processed_at IS NULL AND failed_at IS NULL AND cancelled_at IS 
 const pendingByID = `coalesce(o.processed_at, o.failed_at, o.cancelled_at) IS NULL`
 
 // lanesCTE lists each lane of module $1 that has pending rows, with its
-// oldest row's due time, by a loose scan of the outbox_due index: one
-// index probe per lane, however many rows each lane holds.
-const lanesCTE = `lanes(lane, available_at) AS (
-		(SELECT lane, available_at FROM {t}
-		WHERE module = $1 AND {pending}
-		ORDER BY lane, available_at LIMIT 1)
-		UNION ALL
-		SELECT n.lane, n.available_at FROM lanes l CROSS JOIN LATERAL (
-			SELECT lane, available_at FROM {t}
-			WHERE module = $1 AND {pending} AND lane > l.lane
-			ORDER BY lane, available_at LIMIT 1) n)`
+// oldest row's due time (lanes), by a loose scan of the outbox_due index:
+// an index probe or two per lane, however many rows each lane holds.
+//
+// A probe from a lane's start first walks the index entries of the rows
+// settled since the last vacuum, which lie at the lane's head: in a long
+// drain, hundreds of thousands on every claim (docs/bench/HISTORY.md).
+// The arrays lanes and floors (parameters of the statement that uses
+// it) name lanes the relay knows, each with a floor before which none of
+// the lane's pending rows falls due (see floorLag), in microseconds since
+// 1970 as an earlier claim gave it: such a lane's probe starts at its
+// floor. The lanes not named are found by probes from the start of each
+// range between the named ones (and before the first and after the
+// last). Without floors, every probe starts at a lane's start.
+//
+// A step of the walk starts at (pl, pa): past lane pl, or at its start
+// while pa is -infinity. Its probe of the lanes before the next named
+// one is two, of which their one-time filters run one: with an upper
+// bound the index can use, and without one past the last named lane.
+// Their LIMIT 1 tells the planner what the filters do, so that it
+// reckons with as many lanes as before there were floors (see
+// claimLaneMax).
+func lanesCTE(lanes, floors string) string {
+	return `known(lane, floor) AS (
+			SELECT lane, 'epoch'::timestamptz + us * interval '1 microsecond'
+			FROM unnest((SELECT ` + lanes + `::text[]), (SELECT ` + floors + `::bigint[])) AS f(lane, us)),
+		walk(pl, pa, lane, available_at) AS (
+			SELECT ''::text, '-infinity'::timestamptz, NULL::text, NULL::timestamptz
+			UNION ALL
+			SELECT coalesce(g.lane, k.lane), 'infinity'::timestamptz, coalesce(g.lane, k.lane), coalesce(g.available_at, h.available_at)
+			FROM walk w
+			LEFT JOIN LATERAL (
+				SELECT lane, floor FROM known WHERE (known.lane, 'infinity'::timestamptz) > (w.pl, w.pa)
+				ORDER BY lane LIMIT 1) k ON true
+			LEFT JOIN LATERAL (
+				(SELECT lane, available_at FROM {t}
+				WHERE k.lane IS NOT NULL AND module = $1 AND {pending}
+					AND (lane, available_at) > (w.pl, w.pa) AND lane < k.lane
+				ORDER BY lane, available_at LIMIT 1)
+				UNION ALL
+				(SELECT lane, available_at FROM {t}
+				WHERE k.lane IS NULL AND module = $1 AND {pending} AND (lane, available_at) > (w.pl, w.pa)
+				ORDER BY lane, available_at LIMIT 1)
+				LIMIT 1) g ON true
+			LEFT JOIN LATERAL (
+				SELECT available_at FROM {t}
+				WHERE g.lane IS NULL AND module = $1 AND {pending} AND lane = k.lane AND available_at >= k.floor
+				ORDER BY available_at LIMIT 1) h ON true
+			WHERE g.lane IS NOT NULL OR k.lane IS NOT NULL),
+		lanes(lane, available_at) AS (SELECT lane, available_at FROM walk WHERE available_at IS NOT NULL)`
+}
 
 // deadFilter is the condition of a DeadFilter on a dead row o: $1 module,
 // $2 kind, $3 lane, $4 code, $5 and $6 the time of death, $7 ids.
@@ -78,8 +117,9 @@ func newQueries(schema string) queries {
 	t := ident.Quote(schema) + ".outbox"
 	base := strings.NewReplacer("{t}", t, "{pending}", pending)
 	r := strings.NewReplacer("{t}", t, "{pending}", pending, "{pendingByID}", pendingByID,
-		"{lanes}", base.Replace(lanesCTE), "{timeline}", ident.Quote(schema)+".timeline", "{secret}", ident.Quote(schema)+".secret",
-		"{deadFilter}", deadFilter)
+		"{lanes}", base.Replace(lanesCTE("$10", "$11")), "{nextLanes}", base.Replace(lanesCTE("$3", "$4")),
+		"{timeline}", ident.Quote(schema)+".timeline", "{secret}", ident.Quote(schema)+".secret",
+		"{deadFilter}", deadFilter, "{floorLag}", strconv.Itoa(int(floorLag.Seconds())))
 	return queries{
 		channel: schema + ident.ChannelSuffix,
 
@@ -164,7 +204,8 @@ func newQueries(schema string) queries {
 			WHERE $9::text IS NOT NULL`),
 
 		// Claim and lease in one statement. {lanes} finds each lane's
-		// oldest pending row; of the lanes whose oldest is due, each gives
+		// oldest pending row, from the floors $10 and $11 give the lanes
+		// they name; of the lanes whose oldest is due, each gives
 		// at most its room ($6/$7 name the lanes with records in flight and
 		// their room, $5 is the room of any other), oldest first, $2 in
 		// all, and of the lanes a sink does not share ($9 names those it
@@ -179,7 +220,7 @@ func newQueries(schema string) queries {
 		// A lane's rows are read from its oldest on ({lanes} found it),
 		// not from the start of the lane in outbox_due: the entries of the
 		// rows settled since the last vacuum lie there, and one walk over
-		// them per claim is enough.
+		// them per claim is enough; a floor spares even that one.
 		// A lane's room is a LIMIT the planner cannot know, which it takes
 		// for a tenth of the lane's pending rows: against a backlog of
 		// millions the claim's estimated cost then passed jit_above_cost,
@@ -212,7 +253,11 @@ func newQueries(schema string) queries {
 		// given all its room is full, and a slot coming free wakes the
 		// relay (which checks that those lanes are full). The answer holds
 		// only when every row chosen was locked: a row another relay held
-		// is not accounted for.
+		// is not accounted for. And every row gives the floors of the next
+		// claim, as a JSON object of lane to floor: each lane's oldest due
+		// time, or floorLag before now(), whichever is earlier, in
+		// microseconds since 1970 (whole: a timestamptz holds no less), so
+		// that no time written out crosses the wire.
 		//
 		// The claim commits without waiting for its WAL flush (nosync sets
 		// synchronous_commit for this statement's transaction only): that
@@ -284,15 +329,17 @@ func newQueries(schema string) queries {
 				extract(epoch FROM now() - created_at),
 				CASE WHEN has_secret THEN (SELECT value FROM {secret} s WHERE s.record_id = claimed.id) END,
 				(SELECT count(*) FROM cand) = (SELECT count(*) FROM due),
-				extract(epoch FROM (SELECT at FROM later) - now()), claims
+				extract(epoch FROM (SELECT at FROM later) - now()), claims,
+				(SELECT json_object_agg(lane, (extract(epoch FROM
+					least(available_at, now() - interval '{floorLag} seconds')) * 1000000)::bigint) FROM lanes)
 			FROM claimed`),
 
 		// Seconds until the module's next row falls due in a lane with
 		// room ($2 names the lanes without): a retry, a scheduled record,
 		// or a lease that runs out. A full lane wakes the relay when a
 		// slot of it comes free. Asked after a short claim whose own
-		// answer does not hold (see claim).
-		nextDue: r.Replace(`WITH RECURSIVE {lanes}
+		// answer does not hold (see claim), with its floors ($3 and $4).
+		nextDue: r.Replace(`WITH RECURSIVE {nextLanes}
 			SELECT extract(epoch FROM min(available_at) - now()) FROM lanes
 			WHERE lane <> ALL(coalesce($2::text[], '{}'))`),
 

@@ -30,6 +30,23 @@ const (
 // something is due now.
 const dueSlack = time.Millisecond
 
+// floorLag is how far before a claim's now() a lane's floor lies at most:
+// the next claim walks each lane of its module from the oldest due time
+// the last claim found there, or from floorLag before that claim, whichever
+// is earlier (see lanesCTE). A record that becomes pending behind its
+// lane's floor is found by the next claim that walks every lane from its
+// start, which the relay makes at least once every SweepInterval: one
+// staged by a transaction that ran longer than floorLag, or with a
+// NotBefore further back. Every other way a record falls due (a retry, a
+// lease that runs out, a re-emit in a transaction of its own) writes a
+// due time no earlier than its own statement.
+//
+// Ten seconds outlasts the transactions of a request, and bounds what a
+// claim walks in a drain that keeps pace with its writers to the rows
+// settled in the last ten seconds (against those since the last vacuum,
+// a minute or more).
+const floorLag = 10 * time.Second
+
 // heldBackoffMax bounds the wait between claims while due records stay
 // locked by another transaction.
 const heldBackoffMax = time.Second
@@ -116,6 +133,12 @@ type supervisor struct {
 
 	shared      map[string]bool // the lanes a LaneSharer shares
 	sharedLanes []string        // the same, for the claim
+
+	// Of the claim loop alone: the lanes' floors the last claim gave (by
+	// lane, in microseconds since 1970 on the database's clock), and when
+	// a claim last walked every lane from its start.
+	floors map[string]int64
+	walked time.Time
 
 	mu       sync.Mutex
 	inFlight int                // records claimed and not yet answered (or written by the sink)
@@ -515,15 +538,19 @@ type due struct {
 // often come back dead from the claim itself and are only reported.
 func (s *supervisor) claim(ctx context.Context, limit int, r rooms) ([]Record, due, error) {
 	var next due
+	start := time.Now()
+	sweep := start.Sub(s.walked) >= s.cfg.SweepInterval
+	known, from := s.floorArgs(sweep)
 	rows, err := s.db.QueryContext(ctx, s.ob.q.claim, s.cfg.Module, limit, s.cfg.Lease.Seconds(), s.cfg.MaxHands,
-		r.other, pgarray.Of(r.lanes), pgarray.Of(r.rooms), r.conns, pgarray.Of(s.sharedLanes))
+		r.other, pgarray.Of(r.lanes), pgarray.Of(r.rooms), r.conns, pgarray.Of(s.sharedLanes), known, from)
 	if err != nil {
 		return nil, next, fmt.Errorf("claim: %w", err)
 	}
 	defer rows.Close()
 	now := time.Now()
 	var out []Record
-	dead := false
+	var floors sql.RawBytes
+	dead, floored := false, false
 	for rows.Next() {
 		var (
 			r        = Record{Module: s.cfg.Module, claimedAt: now}
@@ -533,8 +560,12 @@ func (s *supervisor) claim(ctx context.Context, limit int, r rooms) ([]Record, d
 		)
 		if err := rows.Scan(&r.ID, &r.Lane, &r.Kind, &r.Payload, &headers, &r.CorrelationID, &r.CausationID,
 			&r.CreatedAt, &r.Attempts, &r.Hand, &r.Unsure, &r.LastError, &poisoned, &staged, &r.Secret,
-			&next.known, &next.secs, &r.claim); err != nil {
+			&next.known, &next.secs, &r.claim, &floors); err != nil {
 			return nil, due{}, fmt.Errorf("claim: scan: %w", err)
+		}
+		if !floored {
+			s.setFloors(ctx, floors) // the same in every row
+			floored = true
 		}
 		if err := json.Unmarshal(headers, &r.Headers); err != nil {
 			s.log.WarnContext(ctx, "ignoring undecodable headers", "outbox_id", r.ID, "err", err)
@@ -553,10 +584,40 @@ func (s *supervisor) claim(ctx context.Context, limit int, r rooms) ([]Record, d
 	if err := rows.Err(); err != nil {
 		return nil, due{}, fmt.Errorf("claim: %w", err)
 	}
+	if sweep {
+		s.walked = start
+	}
 	// A record dead at the claim took no slot: its lane has room the
 	// claim's answer did not count.
 	next.known = next.known && !dead
 	return out, next, nil
+}
+
+// floorArgs are the claim's arguments of the lanes' floors: none for a
+// claim that walks every lane from its start (sweep).
+func (s *supervisor) floorArgs(sweep bool) (lanes, floors any) {
+	if sweep || len(s.floors) == 0 {
+		return nil, nil
+	}
+	ls, fs := make([]string, 0, len(s.floors)), make([]int64, 0, len(s.floors))
+	for lane, floor := range s.floors {
+		ls, fs = append(ls, lane), append(fs, floor)
+	}
+	return pgarray.Of(ls), pgarray.Of(fs)
+}
+
+// setFloors keeps the floors a claim gave, a JSON object of lane to
+// floor; floors it cannot read leave none, and the next claim walks every
+// lane from its start.
+func (s *supervisor) setFloors(ctx context.Context, floors []byte) {
+	s.floors = nil
+	if floors == nil {
+		return
+	}
+	if err := json.Unmarshal(floors, &s.floors); err != nil {
+		s.log.WarnContext(ctx, "ignoring the lanes' floors", "err", err)
+		s.floors = nil
+	}
 }
 
 // nextWait is how long the loop may sleep: until the module's next record
@@ -570,7 +631,8 @@ func (s *supervisor) nextWait(ctx context.Context, full []string, next due) time
 	}
 	secs := next.secs
 	if !next.known {
-		if err := s.db.QueryRowContext(ctx, s.ob.q.nextDue, s.cfg.Module, pgarray.Of(full)).Scan(&secs); err != nil {
+		known, from := s.floorArgs(false)
+		if err := s.db.QueryRowContext(ctx, s.ob.q.nextDue, s.cfg.Module, pgarray.Of(full), known, from).Scan(&secs); err != nil {
 			return sweep
 		}
 	}

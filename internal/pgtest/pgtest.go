@@ -512,15 +512,3 @@ func (n Plan) Walk(f func(Plan)) {
 		child.Walk(f)
 	}
 }
-
-// Find returns the first node of type typ in n's tree, in Walk's order,
-// or nil.
-func (n Plan) Find(typ string) *Plan {
-	var found *Plan
-	n.Walk(func(p Plan) {
-		if found == nil && p.Type == typ {
-			found = &p
-		}
-	})
-	return found
-}
