@@ -34,9 +34,9 @@
 //     earlier, and not over the rows settled there since the last vacuum;
 //     at least once every SweepInterval it reads every lane from its
 //     start, and finds a row staged by a transaction open for longer than
-//     those ten seconds, or due further back. Concurrent relays, in one process or on many
-//     machines, take different rows; a relay that dies lets its leases run
-//     out and another takes the rows.
+//     those ten seconds, or due further back. Concurrent relays, in one
+//     process or on many machines, take different rows; a relay that dies
+//     lets its leases run out and another takes the rows.
 //  4. Hand. A BatchSink gets the claimed batch whole; any other Sink gets
 //     each record on its own goroutine. Either way the record's context
 //     carries the staging write's trace, baggage and correlation id

@@ -48,11 +48,12 @@ func StageBatch(ctx context.Context, tx dbtx.Execer, msgs []Message) ([]uuid.UUI
 
 // Stage writes msg as one outbox row inside tx and returns its id:
 // Message.ID, or a new UUIDv7 when that is zero. A message whose ID is
-// already in the outbox writes nothing. The row exists if and only if tx commits, and its module's relay
-// is woken at that commit; a row of a transaction that was open for more
-// than ten seconds when it committed may wait for the relay's next sweep
-// instead (Config.SweepInterval). The row carries the trace context and baggage of
-// ctx, and its correlation and causation ids (see WithCorrelationID).
+// already in the outbox writes nothing. The row exists if and only if tx
+// commits, and its module's relay is woken at that commit; a row of a
+// transaction that was open for more than ten seconds when it committed
+// may wait for the relay's next sweep instead (Config.SweepInterval). The
+// row carries the trace context and baggage of ctx, and its correlation
+// and causation ids (see WithCorrelationID).
 // An invalid msg is an ErrInvalidMessage naming the field; nothing is
 // written then.
 func (o *Outbox) Stage(ctx context.Context, tx dbtx.Execer, msg Message) (uuid.UUID, error) {
