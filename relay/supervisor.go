@@ -610,14 +610,14 @@ func (s *supervisor) floorArgs(sweep bool) (lanes, floors any) {
 // floor; floors it cannot read leave none, and the next claim walks every
 // lane from its start.
 func (s *supervisor) setFloors(ctx context.Context, floors []byte) {
-	s.floors = nil
-	if floors == nil {
-		return
+	var f map[string]int64
+	if floors != nil {
+		if err := json.Unmarshal(floors, &f); err != nil {
+			s.log.WarnContext(ctx, "ignoring the lanes' floors", "err", err)
+			f = nil
+		}
 	}
-	if err := json.Unmarshal(floors, &s.floors); err != nil {
-		s.log.WarnContext(ctx, "ignoring the lanes' floors", "err", err)
-		s.floors = nil
-	}
+	s.floors = f
 }
 
 // nextWait is how long the loop may sleep: until the module's next record
