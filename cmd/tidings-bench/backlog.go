@@ -300,7 +300,7 @@ func runBacklog(ctx context.Context, cfg config, srv server, postmaster int, res
 			if r.server.serverKnown {
 				res.add(key+"/cpu-server", section, label+": CPU of PostgreSQL", "cores", r.server.server, "")
 			}
-			res.add(key+"/cpu-machine", section, label+": CPU of the whole machine", "cores", r.server.machine, "")
+			addMachine(res, key, section, label, "", r.server)
 			addPerEvent(res, key, section, label, cpuUse{self: r.cpuSelf, server: r.server.server, serverKnown: r.server.serverKnown},
 				float64(size)/r.report.Seconds)
 			addDB(res, key, section, label, r.db, size)

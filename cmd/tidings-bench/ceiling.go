@@ -211,7 +211,7 @@ func ceilingDeliver(ctx context.Context, cfg config, srv server, db *sql.DB, pos
 	if use.serverKnown {
 		res.add(key+"/cpu-server", "Ceiling (pgbench, same run)", label+": CPU of PostgreSQL", "cores", use.server, "")
 	}
-	res.add(key+"/cpu-machine", "Ceiling (pgbench, same run)", label+": CPU of the whole machine (pgbench included)", "cores", use.machine, "")
+	addMachine(res, key, "Ceiling (pgbench, same run)", label, " (pgbench included)", use)
 	addPerEvent(res, key, "Ceiling (pgbench, same run)", label, cpuUse{server: use.server, serverKnown: use.serverKnown}, r.tps*perTx)
 	addDB(res, key, "Ceiling (pgbench, same run)", label, du, processed)
 	return nil

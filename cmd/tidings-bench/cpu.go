@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -19,17 +20,27 @@ const clockTicks = 100
 // the PostgreSQL server (when it runs on this machine and /proc shows its
 // processes), and the whole machine.
 type cpuMeter struct {
-	postmaster int // 0 when unknown
-	start      time.Time
-	self       time.Duration
-	server     time.Duration
-	busy, all  uint64 // machine jiffies
+	start   time.Time
+	self    time.Duration
+	server  *serverTracker
+	from    kindTicks
+	machine jiffies
 }
 
 // cpuUse is the CPU of an interval, in cores (CPU seconds per second).
 type cpuUse struct {
-	self, server, machine float64
-	serverKnown           bool
+	self, server float64
+	serverKnown  bool
+	// The whole machine's, and of it the time a hypervisor gave other
+	// machines while this one had work to run (steal).
+	machine, steal float64
+	// Of server: autovacuum's, and the background processes' (the
+	// checkpointer, the background and WAL writers, the postmaster). The
+	// rest is the client sessions'. The split holds when the server's
+	// processes were sampled more often than autovacuum's workers come and
+	// go (sampleWindows); a worker that came and went between two samples
+	// counts as background.
+	autovacuum, background float64
 }
 
 // findPostmaster returns the pid of the server's postmaster when it runs
@@ -47,24 +58,34 @@ func findPostmaster(ctx context.Context, db *sql.DB) int {
 }
 
 func startCPU(postmaster int) *cpuMeter {
-	m := &cpuMeter{postmaster: postmaster, start: time.Now(), self: selfCPU()}
-	m.server = serverCPU(postmaster)
-	m.busy, m.all = machineJiffies()
-	return m
+	return &cpuMeter{start: time.Now(), self: selfCPU(), server: newServerTracker(postmaster), machine: machineJiffies()}
 }
 
-// stop returns the use since startCPU.
+// stop returns the use since startCPU, or since its last call: a meter
+// may measure one interval after another.
 func (m *cpuMeter) stop() cpuUse {
-	secs := time.Since(m.start).Seconds()
-	busy, all := machineJiffies()
-	u := cpuUse{self: (selfCPU() - m.self).Seconds() / secs}
-	if all > m.all {
-		u.machine = float64(busy-m.busy) / float64(all-m.all) * float64(numCPU())
+	now := time.Now()
+	secs := now.Sub(m.start).Seconds()
+	self := selfCPU()
+	j := machineJiffies()
+	u := cpuUse{self: (self - m.self).Seconds() / secs}
+	if j.all > m.machine.all {
+		cores := func(to, from uint64) float64 {
+			return float64(to-from) / float64(j.all-m.machine.all) * float64(numCPU())
+		}
+		u.machine, u.steal = cores(j.busy, m.machine.busy), cores(j.steal, m.machine.steal)
 	}
-	if m.postmaster != 0 {
-		u.server = (serverCPU(m.postmaster) - m.server).Seconds() / secs
+	if m.server.postmaster != 0 {
+		to := m.server.sample()
+		cores := func(k procKind) float64 {
+			return float64(to[k]-m.from[k]) / clockTicks / secs
+		}
+		u.autovacuum, u.background = cores(kindAutovacuum), cores(kindBackground)
+		u.server = cores(kindSession) + u.autovacuum + u.background
 		u.serverKnown = true
+		m.from = to
 	}
+	m.start, m.self, m.machine = now, self, j
 	return u
 }
 
@@ -87,11 +108,12 @@ func selfCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// machineJiffies returns busy and total jiffies of all CPUs.
-func machineJiffies() (busy, all uint64) {
+// machineJiffies returns the jiffies of all CPUs: busy (stolen
+// included), stolen, and all.
+func machineJiffies() (j jiffies) {
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
-		return 0, 0
+		return j
 	}
 	line, _, _ := strings.Cut(string(b), "\n")
 	f := strings.Fields(line)
@@ -100,13 +122,19 @@ func machineJiffies() (busy, all uint64) {
 		if i >= 8 { // guest times are already in user and nice
 			break
 		}
-		all += v
+		j.all += v
 		if i != 3 && i != 4 { // idle, iowait
-			busy += v
+			j.busy += v
+		}
+		if i == 7 {
+			j.steal = v
 		}
 	}
-	return busy, all
+	return j
 }
+
+// jiffies are what machineJiffies counts.
+type jiffies struct{ busy, steal, all uint64 }
 
 type stat struct {
 	comm           string
@@ -138,17 +166,59 @@ func procStat(pid int) (stat, bool) {
 	return st, true
 }
 
-// serverCPU sums the CPU time of the postmaster and its children: those
-// alive now, and those it has reaped (its cutime and cstime).
-func serverCPU(postmaster int) time.Duration {
-	if postmaster == 0 {
-		return 0
+// procKind is what a server process does, for the split of the server's
+// CPU.
+type procKind int
+
+const (
+	kindSession    procKind = iota // a client's backend
+	kindAutovacuum                 // autovacuum's launcher and workers
+	kindBackground                 // the postmaster and every other process it starts
+	kinds
+)
+
+// kindTicks is CPU time by kind of process, in clock ticks.
+type kindTicks [kinds]int64
+
+// serverTracker follows the postmaster's children from one sample to the
+// next, so that the CPU of each counts for its kind. A child that exited
+// since the last sample left the rest of its CPU in the postmaster's
+// total of reaped children: it counts for the kind of the children that
+// exited, or as background when they were of more than one kind.
+type serverTracker struct {
+	postmaster int
+	children   map[int]child // the ones alive at the last sample, by pid
+	own        int64         // the postmaster's own CPU at the last sample
+	reaped     int64         // its reaped children's at the last sample
+	ticks      kindTicks     // counted since the first sample
+}
+
+type child struct {
+	kind  procKind
+	ticks int64 // at the last sample
+}
+
+// newServerTracker takes the first sample, from which the others count;
+// a postmaster of 0 (a server elsewhere) gives a tracker that counts
+// nothing.
+func newServerTracker(postmaster int) *serverTracker {
+	t := &serverTracker{postmaster: postmaster, children: map[int]child{}}
+	t.sample()
+	t.ticks = kindTicks{}
+	return t
+}
+
+// sample reads the server's processes and returns the CPU counted so far.
+func (t *serverTracker) sample() kindTicks {
+	if t.postmaster == 0 {
+		return t.ticks
 	}
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
-		return 0
+		return t.ticks
 	}
-	var ticks uint64
+	alive := make(map[int]child, len(t.children))
+	reaped := t.reaped
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -157,14 +227,74 @@ func serverCPU(postmaster int) time.Duration {
 		st, ok := procStat(pid)
 		switch {
 		case !ok:
-		case pid == postmaster:
-			ticks += st.utime + st.stim + st.cutime + st.cstime
-		case st.ppid == postmaster:
-			ticks += st.utime + st.stim
+		case pid == t.postmaster:
+			own := int64(st.utime + st.stim)
+			t.ticks[kindBackground] += own - t.own
+			t.own, reaped = own, int64(st.cutime+st.cstime)
+		case st.ppid == t.postmaster:
+			c, seen := t.children[pid]
+			if !seen {
+				c.kind = procKindOf(pid)
+			}
+			now := int64(st.utime + st.stim)
+			t.ticks[c.kind] += now - c.ticks
+			c.ticks = now
+			alive[pid] = c
 		}
 	}
-	return time.Duration(ticks) * time.Second / clockTicks
+	// What the exited children had not shown at their last sample.
+	rest, kind := reaped-t.reaped, procKind(-1)
+	for pid, c := range t.children {
+		if _, ok := alive[pid]; ok {
+			continue
+		}
+		rest -= c.ticks
+		switch {
+		case kind < 0:
+			kind = c.kind
+		case kind != c.kind:
+			kind = kindBackground
+		}
+	}
+	if kind < 0 {
+		kind = kindBackground // a child born and gone between two samples
+	}
+	t.ticks[kind] += rest
+	t.children, t.reaped = alive, reaped
+	return t.ticks
 }
+
+// procKindOf tells a server process's kind by its title; a process gone
+// counts as a session.
+func procKindOf(pid int) procKind {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+	if err != nil {
+		return kindSession
+	}
+	title, _, _ := strings.Cut(string(b), "\x00")
+	return titleKind(title)
+}
+
+// titleKind tells a server process's kind by the title PostgreSQL gives
+// it: "postgres: [cluster: ]checkpointer", "postgres: autovacuum worker
+// db", "postgres: user db [local] idle".
+func titleKind(title string) procKind {
+	title, _ = strings.CutPrefix(title, "postgres: ")
+	if cluster, rest, ok := strings.Cut(title, ": "); ok && !strings.Contains(cluster, " ") {
+		title = rest
+	}
+	switch {
+	case strings.HasPrefix(title, "autovacuum "):
+		return kindAutovacuum
+	case slices.ContainsFunc(backgroundTitles, func(p string) bool { return strings.HasPrefix(title, p) }):
+		return kindBackground
+	}
+	return kindSession
+}
+
+// backgroundTitles begin the titles of PostgreSQL's background processes
+// but autovacuum's.
+var backgroundTitles = []string{"checkpointer", "background writer", "walwriter", "logical replication", "archiver"}
 
 // dbMeter counts what the server did in an interval: transaction ids
 // assigned (write transactions, each a commit that waits for its WAL

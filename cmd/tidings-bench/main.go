@@ -26,7 +26,11 @@
 //     delivery.RepeatDropped or RepeatSends), BatchSize and Concurrency
 //     given, with -rules also with every recipient rule on; every request
 //     is checked delivered once;
-//   - sustain: a drain long enough to last -sustain, its rate per -window;
+//   - sustain: a drain long enough to last -sustain, its rate per -window,
+//     and what each window cost: PostgreSQL's CPU per event split into
+//     the client sessions', autovacuum's and the background processes',
+//     the WAL per event, the checkpoints and autovacuum passes, and the
+//     CPU the hypervisor gave other machines;
 //   - backlog: drains of each -backlog size with the relay in a child
 //     process whose peak RSS is sampled from /proc.
 //

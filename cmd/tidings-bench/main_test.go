@@ -47,6 +47,7 @@ func TestEveryScenarioRuns(t *testing.T) {
 		"- fsync: on",
 		"### Ceiling (pgbench, same run)",
 		"| pgbench: 50 deliveries per tx, 2 clients | events/s |",
+		"| pgbench: 50 deliveries per tx, 2 clients: CPU the hypervisor gave other machines (steal) | cores |",
 		"| Outbox.Stage, 4 writers, NOTIFY after commit (relay.Waker) | commits/s |",
 		"| relay LISTEN (sweep 30 s), commit auto:dropped, 400/s: p99 | ms |",
 		"| relay LISTEN (sweep 30 s), commit auto:dropped, 400/s: p99 of each 1s window, worst | ms |",
@@ -66,6 +67,12 @@ func TestEveryScenarioRuns(t *testing.T) {
 	// the three that was on a machine this busy.
 	if !regexp.MustCompile(`\| backlog 400, commit [a-z:]+, BatchSize (50|500), Concurrency (200|500): relay peak RSS \(VmHWM\) \| MiB \|`).MatchString(report) {
 		t.Errorf("the report lacks the backlog's peak RSS:\n%s", report)
+	}
+	for _, what := range []string{"PostgreSQL CPU per event, client sessions", "PostgreSQL CPU per event, autovacuum",
+		"autovacuum passes over the schema's tables finished", "CPU the hypervisor gave other machines \\(steal\\)"} {
+		if !regexp.MustCompile(`\| sustain 8000, [^|]+: window 1 \(0s to 100ms\): ` + what + ` \|`).MatchString(report) {
+			t.Errorf("the report lacks the sustained drain's first window's %s:\n%s", what, report)
+		}
 	}
 	saved, err := os.ReadFile(filepath.Join(dir, "report.md"))
 	if err != nil || string(saved) != report {
