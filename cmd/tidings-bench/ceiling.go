@@ -175,7 +175,11 @@ func ceilingDeliver(ctx context.Context, cfg config, srv server, db *sql.DB, pos
 	if err != nil {
 		return err
 	}
-	progress("ceiling: pgbench, %d delivery per transaction, %d clients, %s", k, clients, cfg.ceilingDuration)
+	label := fmt.Sprintf("pgbench: %d delivery per tx, %d clients", k, clients)
+	if k > 1 {
+		label = fmt.Sprintf("pgbench: %d deliveries per tx, %d clients", k, clients)
+	}
+	progress("ceiling: %s, %s", label, cfg.ceilingDuration)
 	dbm, err := startDB(ctx, db)
 	if err != nil {
 		return err
@@ -203,10 +207,6 @@ func ceilingDeliver(ctx context.Context, cfg config, srv server, db *sql.DB, pos
 	// Rows per transaction as the table shows it, in case a claim came
 	// back short; tps is pgbench's, without connection time.
 	perTx := float64(processed) / float64(max(r.transactions, 1))
-	label := fmt.Sprintf("pgbench: %d delivery per tx, %d clients", k, clients)
-	if k > 1 {
-		label = fmt.Sprintf("pgbench: %d deliveries per tx, %d clients", k, clients)
-	}
 	res.add(key, "Ceiling (pgbench, same run)", label, "events/s", r.tps*perTx, "")
 	if use.serverKnown {
 		res.add(key+"/cpu-server", "Ceiling (pgbench, same run)", label+": CPU of PostgreSQL", "cores", use.server, "")
