@@ -50,6 +50,7 @@ func TestEveryScenarioRuns(t *testing.T) {
 		"| pgbench: 50 deliveries per tx, 2 clients: CPU the hypervisor gave other machines (steal) | cores |",
 		"| Outbox.Stage, 4 writers, NOTIFY after commit (relay.Waker) | commits/s |",
 		"| relay LISTEN (sweep 30 s), commit auto:dropped, 400/s: p99 | ms |",
+		"| relay LISTEN (sweep 30 s), commit auto:dropped, 400/s: CPU the hypervisor gave other machines (steal) while the writers staged | cores |",
 		"| relay LISTEN (sweep 30 s), commit auto:dropped, 400/s: p99 of each 1s window, worst | ms |",
 		"| drain 300, commit shared, BatchSize 50, Concurrency 200: first to last settle | events/s |",
 		"### Sustained drain",

@@ -28,6 +28,7 @@ type steadyResult struct {
 	commit   []float64 // the writers' BEGIN-to-COMMIT-return, ms, sorted
 	achieved float64   // requests committed per second
 	behind   time.Duration
+	steal    float64 // cores the hypervisor gave other machines while the writers staged
 	// windows are the steadyWindow-wide spans of commit time, by their
 	// p99 of lat, lowest first: whether the tail is every second's or a
 	// few seconds'.
@@ -69,11 +70,20 @@ type stager struct {
 	afterCommit func()
 }
 
-// run returns, per request, when its Commit returned (ns since base) and
-// how long BEGIN to COMMIT took.
-func (st stager) run(ctx context.Context) (committed []int64, took []time.Duration, behind time.Duration, err error) {
-	committed = make([]int64, st.n)
-	took = make([]time.Duration, st.n)
+// staged is what a stager's run did.
+type staged struct {
+	committed []int64         // per request, when its Commit returned, ns since base
+	took      []time.Duration // per request, BEGIN to COMMIT
+	behind    time.Duration   // the most a request was staged after it was due
+	steal     float64         // cores the hypervisor gave other machines meanwhile
+}
+
+// run stages the requests on their schedule.
+func (st stager) run(ctx context.Context) (staged, error) {
+	committed := make([]int64, st.n)
+	took := make([]time.Duration, st.n)
+	var behind time.Duration
+	meter := startCPU(0)
 	tickets := make(chan int, st.n)
 	var mu sync.Mutex
 	var errs []error
@@ -112,7 +122,7 @@ func (st stager) run(ctx context.Context) (committed []int64, took []time.Durati
 	}
 	close(tickets)
 	wg.Wait()
-	return committed, took, behind, errors.Join(append(errs, ctx.Err())...)
+	return staged{committed, took, behind, meter.stop().steal}, errors.Join(append(errs, ctx.Err())...)
 }
 
 func (st stager) one(ctx context.Context, i int) error {
@@ -137,8 +147,9 @@ func (st stager) one(ctx context.Context, i int) error {
 }
 
 // summarize turns the stager's and the delivery's times into a result.
-func summarize(committed []int64, took []time.Duration, starts, hands func(i int) int64, warm int, behind time.Duration) steadyResult {
-	r := steadyResult{behind: behind}
+func summarize(s staged, starts, hands func(i int) int64, warm int) steadyResult {
+	committed, took := s.committed, s.took
+	r := steadyResult{behind: s.behind, steal: s.steal}
 	for i := warm; i < len(committed); i++ {
 		d := float64(starts(i)-committed[i]) / 1e6
 		if d < 0 {
@@ -234,7 +245,7 @@ func steadyOnce(ctx context.Context, cfg config, srv server, rate int, w wake, c
 	rl := supervise(db, rc, ts)
 	time.Sleep(500 * time.Millisecond) // LISTEN in place, first sweep done
 
-	committed, took, behind, err := st.run(ctx)
+	sd, err := st.run(ctx)
 	if err != nil {
 		_ = rl.stop()
 		return steadyResult{}, fmt.Errorf("stage: %w", err)
@@ -258,8 +269,8 @@ func steadyOnce(ctx context.Context, cfg config, srv server, rate int, w wake, c
 		return steadyResult{}, err
 	}
 	warm := int(float64(rate) * cfg.warmup.Seconds())
-	return summarize(committed, took, func(i int) int64 { return dl.starts[i].Load() },
-		func(i int) int64 { return ts.hands[i].Load() }, warm, behind), nil
+	return summarize(sd, func(i int) int64 { return dl.starts[i].Load() },
+		func(i int) int64 { return ts.hands[i].Load() }, warm), nil
 }
 
 // rawOnce is the floor of the LISTEN path: the same stager, each
@@ -311,7 +322,7 @@ func rawOnce(ctx context.Context, cfg config, srv server, rate int) (steadyResul
 		_, err := tx.ExecContext(ctx, `SELECT pg_notify($1, $2)`, ch, strconv.Itoa(i))
 		return err
 	}
-	committed, took, behind, err := stager{db: db, ob: s.ob.WithoutWakeUp(), n: n, rate: rate,
+	sd, err := stager{db: db, ob: s.ob.WithoutWakeUp(), n: n, rate: rate,
 		writers: cfg.steadyWriters, base: base, afterStage: notify}.run(ctx)
 	if err != nil {
 		return steadyResult{}, fmt.Errorf("stage: %w", err)
@@ -325,7 +336,7 @@ func rawOnce(ctx context.Context, cfg config, srv server, rate int) (steadyResul
 		return steadyResult{}, errors.New("notifications missing 30 s after the last commit")
 	}
 	warm := int(float64(rate) * cfg.warmup.Seconds())
-	return summarize(committed, took, func(i int) int64 { return arrived[i] }, nil, warm, behind), nil
+	return summarize(sd, func(i int) int64 { return arrived[i] }, nil, warm), nil
 }
 
 // runSteady measures commit-to-delivery-start latency at each rate for
@@ -404,6 +415,7 @@ func addSteady(res *results, section, key, label string, r steadyResult) {
 		res.add(key+"/window-commit-p50", section, label+": writer BEGIN to COMMIT, p50, in the worst window", "ms", worst.commitP50, "")
 	}
 	res.add(key+"/achieved", section, label+": achieved staging rate", "events/s", r.achieved, "")
+	res.add(key+"/cpu-steal", section, label+": CPU the hypervisor gave other machines (steal) while the writers staged", "cores", r.steal, "")
 	if r.negative > 0 {
 		progress("  %d deliveries started before their Commit returned (counted as negative latencies)", r.negative)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -90,6 +91,16 @@ func TestTargets(t *testing.T) {
 		burst := find(t, ts, "steady 5000/s")
 		require.Equal(t, "30.00 ms at 1300 requests/s committed", burst.measured)
 		require.Equal(t, "not measured (the writers committed 1300 of the 5000 requests/s offered)", burst.verdict)
+	})
+	t.Run("SustainedWithTheSteal", func(t *testing.T) {
+		t.Parallel()
+		m := map[string]float64{"sustain/worst": 15.3}
+		for i, s := range []float64{0.01, 0.05, 0.03, 0.12, 0.11, 0.08, 0.9} { // the seventh is past the two minutes
+			m[fmt.Sprintf("sustain/window/%d/cpu-steal", i)] = s
+		}
+		sustained := find(t, verdicts(t, []string{"-only", "sustain"}, m), "sustained")
+		require.Equal(t, "largest departure 15.3 % (the windows' steal 0.01 to 0.12 cores)", sustained.measured)
+		require.True(t, strings.HasPrefix(sustained.verdict, "missed by 5.3"), sustained.verdict)
 	})
 	t.Run("NoCeiling", func(t *testing.T) {
 		t.Parallel()
