@@ -454,16 +454,20 @@ func addDB(res *results, key, section, label string, d dbUse, n int) {
 // WAL, and the checkpoints and autovacuum passes in it.
 func addWindow(res *results, key, section, label string, w windowUse, rate float64, window time.Duration) {
 	u := w.cpu
-	perEvent := func(cores float64) float64 { return cores * 1e6 / rate }
-	res.add(key+"/us-self", section, label+": relay process CPU per event", "µs", perEvent(u.self), "")
-	if u.serverKnown {
-		res.add(key+"/us-sessions", section, label+": PostgreSQL CPU per event, client sessions", "µs", perEvent(u.server-u.autovacuum-u.background), "")
-		res.add(key+"/us-autovacuum", section, label+": PostgreSQL CPU per event, autovacuum", "µs", perEvent(u.autovacuum), "")
-		res.add(key+"/us-background", section, label+": PostgreSQL CPU per event, the checkpointer, writers and postmaster", "µs", perEvent(u.background), "")
-		res.add(key+"/other", section, label+": CPU of other work on the machine", "cores", max(u.machine-u.steal-u.self-u.server, 0), "")
-		res.add(key+"/cpu-steal", section, label+": CPU the hypervisor gave other machines (steal)", "cores", u.steal, "")
+	if rate > 0 { // a window that settled nothing has no cost per event
+		perEvent := func(cores float64) float64 { return cores * 1e6 / rate }
+		res.add(key+"/us-self", section, label+": relay process CPU per event", "µs", perEvent(u.self), "")
+		if u.serverKnown {
+			res.add(key+"/us-sessions", section, label+": PostgreSQL CPU per event, client sessions", "µs", perEvent(u.server-u.autovacuum-u.background), "")
+			res.add(key+"/us-autovacuum", section, label+": PostgreSQL CPU per event, autovacuum", "µs", perEvent(u.autovacuum), "")
+			res.add(key+"/us-background", section, label+": PostgreSQL CPU per event, the checkpointer, writers and postmaster", "µs", perEvent(u.background), "")
+		}
+		res.add(key+"/wal", section, label+": WAL per event", "bytes/event", float64(w.walBytes)/(rate*window.Seconds()), "")
 	}
-	res.add(key+"/wal", section, label+": WAL per event", "bytes/event", float64(w.walBytes)/(rate*window.Seconds()), "")
+	if u.serverKnown {
+		res.add(key+"/other", section, label+": CPU of other work on the machine", "cores", max(u.machine-u.steal-u.self-u.server, 0), "")
+	}
+	res.add(key+"/cpu-steal", section, label+": CPU the hypervisor gave other machines (steal)", "cores", u.steal, "")
 	res.add(key+"/checkpoints", section, label+": checkpoints begun", "checkpoints", float64(w.checkpoints), "")
 	res.add(key+"/vacuums", section, label+": autovacuum passes over the schema's tables finished", "passes", float64(w.vacuums), "")
 }

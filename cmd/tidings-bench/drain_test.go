@@ -1,8 +1,12 @@
 package main
 
 import (
+	"path/filepath"
 	"slices"
 	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // Across as many runs as a group has drains, every set of rules runs once
@@ -30,4 +34,19 @@ func TestRotateRulesGivesEverySetEveryPlace(t *testing.T) {
 			t.Errorf("%s ran in places %v of its group, want each once %v", dc, p, want)
 		}
 	}
+}
+
+// A window of the sustained drain that settled nothing (a stall, or a
+// window of a miniature run) still saves: its costs per event are left
+// out, not written as infinities JSON cannot hold.
+func TestAWindowThatSettledNothingSaves(t *testing.T) {
+	res := newResults()
+	addWindow(res, "sustain/window/1", "s", "window 2", windowUse{cpu: cpuUse{self: 0.3, server: 0.8, serverKnown: true, steal: 0.1},
+		walBytes: 4096}, 0, time.Second)
+	require.NoError(t, res.save(filepath.Join(t.TempDir(), resultsFile)))
+	_, perEvent := res.get("sustain/window/1/us-self")
+	require.False(t, perEvent, "a cost per event of a window without events")
+	steal, ok := res.get("sustain/window/1/cpu-steal")
+	require.True(t, ok, "the window's steal")
+	require.Equal(t, 0.1, steal)
 }
