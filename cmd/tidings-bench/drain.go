@@ -248,6 +248,7 @@ type windowUse struct {
 // serverSample is the server's counts of what windowUse counts.
 type serverSample struct{ wal, checkpoints, vacuums int64 }
 
+// sampleServer reads the server's counts now.
 func sampleServer(ctx context.Context, db *sql.DB, s benchSchema) (serverSample, error) {
 	var c serverSample
 	err := db.QueryRowContext(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint,
@@ -431,8 +432,8 @@ func addCPU(res *results, key, section, label string, u cpuUse) {
 	addMachine(res, key, section, label, "", u)
 }
 
-// addMachine records the whole machine's CPU (what of it is neither the
-// relay's nor the server's told by what) and the time a hypervisor gave
+// addMachine records the whole machine's CPU, its label followed by what
+// (what else it takes in, if anything), and the time a hypervisor gave
 // other machines while this one had work to run, which a machine of its
 // own would have given the work instead.
 func addMachine(res *results, key, section, label, what string, u cpuUse) {
