@@ -433,12 +433,17 @@ func addCPU(res *results, key, section, label string, u cpuUse) {
 }
 
 // addMachine records the whole machine's CPU, its label followed by what
-// (what else it takes in, if anything), and the time a hypervisor gave
-// other machines while this one had work to run, which a machine of its
-// own would have given the work instead.
+// (what else it takes in, if anything), and the steal, which a machine of
+// its own would have given the work instead.
 func addMachine(res *results, key, section, label, what string, u cpuUse) {
 	res.add(key+"/cpu-machine", section, label+": CPU of the whole machine"+what, "cores", u.machine, "")
-	res.add(key+"/cpu-steal", section, label+": CPU the hypervisor gave other machines (steal)", "cores", u.steal, "")
+	addSteal(res, key, section, label, "", u.steal)
+}
+
+// addSteal records the time, in cores, a hypervisor gave other machines
+// while this one had work to run, its label followed by when.
+func addSteal(res *results, key, section, label, when string, steal float64) {
+	res.add(key+"/cpu-steal", section, label+": CPU the hypervisor gave other machines (steal)"+when, "cores", steal, "")
 }
 
 func addDB(res *results, key, section, label string, d dbUse, n int) {
@@ -468,7 +473,7 @@ func addWindow(res *results, key, section, label string, w windowUse, rate float
 	if u.serverKnown {
 		res.add(key+"/other", section, label+": CPU of other work on the machine", "cores", max(u.machine-u.steal-u.self-u.server, 0), "")
 	}
-	res.add(key+"/cpu-steal", section, label+": CPU the hypervisor gave other machines (steal)", "cores", u.steal, "")
+	addSteal(res, key, section, label, "", u.steal)
 	res.add(key+"/checkpoints", section, label+": checkpoints begun", "checkpoints", float64(w.checkpoints), "")
 	res.add(key+"/vacuums", section, label+": autovacuum passes over the schema's tables finished", "passes", float64(w.vacuums), "")
 }

@@ -415,7 +415,7 @@ func addSteady(res *results, section, key, label string, r steadyResult) {
 		res.add(key+"/window-commit-p50", section, label+": writer BEGIN to COMMIT, p50, in the worst window", "ms", worst.commitP50, "")
 	}
 	res.add(key+"/achieved", section, label+": achieved staging rate", "events/s", r.achieved, "")
-	res.add(key+"/cpu-steal", section, label+": CPU the hypervisor gave other machines (steal) while the writers staged", "cores", r.steal, "")
+	addSteal(res, key, section, label, " while the writers staged", r.steal)
 	if r.negative > 0 {
 		progress("  %d deliveries started before their Commit returned (counted as negative latencies)", r.negative)
 	}
