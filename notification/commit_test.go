@@ -3,8 +3,11 @@ package notification_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -71,8 +74,7 @@ func testCommit(t *testing.T, _ drivertest.Driver) {
 	t.Run("MixedAnswersKeepOnlyTheDeliveredClaims", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		cfg := b.config()
-		cfg.Commit = map[string]notification.Commit{"mail": notification.CommitShared}
+		cfg := b.sharedMail()
 		cfg.Policy.MaxAttempts = 1
 		b.mail.ScriptRecipient("retry@example.com", delivery.Retry(errors.New("busy")))
 		b.mail.ScriptRecipient("reject@example.com", delivery.Reject(errors.New("no such mailbox")))
@@ -87,8 +89,7 @@ func testCommit(t *testing.T, _ drivertest.Driver) {
 	t.Run("ASlowDeliveryHoldsTheOthersNoLongerThanTheTimeout", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		cfg := b.config()
-		cfg.Commit = map[string]notification.Commit{"mail": notification.CommitShared}
+		cfg := b.sharedMail()
 		cfg.DeliveryTimeout = 300 * time.Millisecond
 		cfg.Deliveries["mail"] = delivery.Func(func(ctx context.Context, p delivery.Pending) delivery.Outcome {
 			if p.Recipient == "slow@example.com" {
@@ -108,11 +109,46 @@ func testCommit(t *testing.T, _ drivertest.Driver) {
 		require.Equal(t, []int{0, 1, 1}, []int{b.claims(t, recs[0].ID), b.claims(t, recs[1].ID), b.claims(t, recs[2].ID)})
 	})
 
+	// Every delivery of a batch starts at once, whatever the others do:
+	// half of them answer only when all of that half have started, the
+	// others answer at once, so that a goroutine that answered one goes on
+	// to the next.
+	t.Run("TheDeliveriesOfABatchStartAtOnce", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		cfg := b.sharedMail()
+		cfg.DeliveryTimeout = 4 * time.Second
+		const waiters = 30
+		var started atomic.Int32
+		all := make(chan struct{})
+		cfg.Deliveries["mail"] = delivery.Func(func(ctx context.Context, p delivery.Pending) delivery.Outcome {
+			if !strings.HasPrefix(p.Recipient, "wait") {
+				return delivery.Delivered()
+			}
+			if started.Add(1) == waiters {
+				close(all)
+			}
+			select {
+			case <-all:
+				return delivery.Delivered()
+			case <-ctx.Done():
+				return delivery.Retry(fmt.Errorf("%d of the %d waiting deliveries started: %w", started.Load(), waiters, context.Cause(ctx)))
+			}
+		})
+		d := b.prepared(t, cfg)
+		var reqs []notification.Request
+		for i := range waiters {
+			reqs = append(reqs, mailTo("quick"+strconv.Itoa(i)+"@example.com"), mailTo("wait"+strconv.Itoa(i)+"@example.com"))
+		}
+		for i, r := range handBatch(t, d, b.records(t, reqs...)) {
+			require.Equal(t, "done", r.String(), "request %d (%s)", i, reqs[i].Recipient)
+		}
+	})
+
 	t.Run("AFailedCommitOffersTheDeliveredAgainUncounted", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		cfg := b.config()
-		cfg.Commit = map[string]notification.Commit{"mail": notification.CommitShared}
+		cfg := b.sharedMail()
 		d := b.prepared(t, cfg)
 		recs := b.records(t, mailTo("a@example.com"), mailTo("b@example.com"))
 		// A constraint checked at commit fails the shared commit once. The
@@ -151,8 +187,7 @@ func testCommit(t *testing.T, _ drivertest.Driver) {
 		t.Parallel()
 		b := setup(t)
 		slow := newBlocked()
-		cfg := b.config()
-		cfg.Commit = map[string]notification.Commit{"mail": notification.CommitShared}
+		cfg := b.sharedMail()
 		cfg.Deliveries = map[string]delivery.Delivery{"mail": slow}
 		d := b.prepared(t, cfg)
 		rec := b.records(t, mailTo("a@example.com"))[0]
@@ -254,6 +289,14 @@ func (b testBundle) records(t *testing.T, reqs ...notification.Request) []relay.
 		recs[i] = relay.Record{ID: ids[i], Module: module, Lane: req.Channel, Kind: notification.Kind, Payload: must(req.Message(module)).Payload}
 	}
 	return recs
+}
+
+// sharedMail is the bundle's config with the mail channel's claims sharing
+// commits (CommitShared).
+func (b testBundle) sharedMail() notification.Config {
+	cfg := b.config()
+	cfg.Commit = map[string]notification.Commit{"mail": notification.CommitShared}
+	return cfg
 }
 
 // handBatch hands recs to d as one batch, as a relay hands a claimed

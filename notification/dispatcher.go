@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -565,15 +566,35 @@ func (d *Dispatcher) deliverClaimed(ctx context.Context, bind *binding, tx *sql.
 	ctx, cancel := context.WithTimeoutCause(ctx, bind.timeout, fmt.Errorf("DeliveryTimeout of %s passed", bind.timeout))
 	defer cancel()
 	outs := make([]delivery.Outcome, len(jobs))
-	var wg sync.WaitGroup
-	for k, j := range jobs {
+	var apart []int // the jobs to send that do not write through tx
+	for k := range jobs {
 		switch {
 		case !send[k]:
-		case !j.ch.inTx:
-			wg.Go(func() { outs[k] = d.deliver(j.rec.Context(ctx), j) })
+		case !jobs[k].ch.inTx:
+			apart = append(apart, k)
 		default:
-			outs[k] = d.deliverInSavepoint(ctx, tx, j)
+			outs[k] = d.deliverInSavepoint(ctx, tx, &jobs[k])
 		}
+	}
+	// Every delivery starts at once: a goroutine is started for each
+	// until none is left to start, and each goroutine, once its delivery
+	// has answered, starts the next one left. A goroutine's stack starts
+	// small and grows by copying as a delivery's calls go deeper; one that
+	// goes on to the next delivery keeps what it grew, so quick answers
+	// share a few goroutines and slow ones each have their own.
+	var next atomic.Int64
+	deliver := func() {
+		for n := next.Add(1) - 1; n < int64(len(apart)); n = next.Add(1) - 1 {
+			k := apart[n]
+			outs[k] = d.deliver(jobs[k].rec.Context(ctx), &jobs[k])
+		}
+	}
+	var wg sync.WaitGroup
+	for range apart {
+		if next.Load() >= int64(len(apart)) {
+			break
+		}
+		wg.Go(deliver)
 	}
 	wg.Wait()
 	return outs
@@ -582,7 +603,7 @@ func (d *Dispatcher) deliverClaimed(ctx context.Context, bind *binding, tx *sql.
 // deliverInSavepoint runs a delivery that writes through the shared
 // transaction inside a savepoint, and takes back its writes unless it
 // delivered.
-func (d *Dispatcher) deliverInSavepoint(ctx context.Context, tx *sql.Tx, j job) delivery.Outcome {
+func (d *Dispatcher) deliverInSavepoint(ctx context.Context, tx *sql.Tx, j *job) delivery.Outcome {
 	if _, err := tx.ExecContext(ctx, `SAVEPOINT delivery`); err != nil {
 		return delivery.Retry(fmt.Errorf("savepoint: %w", err))
 	}
@@ -641,8 +662,8 @@ func (d *Dispatcher) unsureOf(rec relay.Record, err error) relay.Result {
 
 // deliver calls the delivery, in a span of its own inside the staging
 // write's trace, turning a panic or an overrun into a Retry that says so.
-func (d *Dispatcher) deliver(ctx context.Context, j job) (out delivery.Outcome) {
-	ctx, span := d.tel.startSpan(ctx, j.rec, j.p)
+func (d *Dispatcher) deliver(ctx context.Context, j *job) (out delivery.Outcome) {
+	ctx, span := d.tel.startSpan(ctx, &j.rec, &j.p)
 	defer span.End()
 	start := time.Now()
 	defer func() {

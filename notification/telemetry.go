@@ -104,7 +104,7 @@ func newTelemetry(cfg Config) (telemetry, error) {
 // startSpan starts the consumer span of one delivery attempt: inside the
 // staging write's trace that ctx carries, and linked to its producer span.
 // It names no recipient and carries no data.
-func (t telemetry) startSpan(ctx context.Context, rec relay.Record, p delivery.Pending) (context.Context, trace.Span) {
+func (t telemetry) startSpan(ctx context.Context, rec *relay.Record, p *delivery.Pending) (context.Context, trace.Span) {
 	return rec.StartSpan(ctx, t.tracer, "deliver "+p.Channel,
 		attribute.String(AttrChannel, p.Channel), attribute.Int("tidings.attempt", p.Attempt))
 }
