@@ -127,9 +127,9 @@ func (d benchDrain) verify(b *testing.B, mail *recording.Delivery) {
 // op is one drain on a fresh schema, timed from the start of Supervise
 // until the last request is settled. Run it with -benchtime=1x.
 func BenchmarkDispatcherDrain(b *testing.B) {
-	// Every hand holds a connection for its claim's transaction; the relay
-	// needs a few more for its claims, settles and the poll.
-	db := pgtest.DurablePool(b, relay.ConcurrencyDefault+10)
+	// The relay's Connections hold the claims' transactions; it needs a
+	// few more for its claims, settles and the poll.
+	db := pgtest.DurablePool(b, relay.ConnectionsDefault+10)
 	dsn := pgtest.DurableURL(b)
 	b.ReportAllocs()
 	b.ResetTimer()

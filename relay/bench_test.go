@@ -188,7 +188,7 @@ func BenchmarkStageBatch(b *testing.B) {
 // Each op is one drain on a fresh schema, timed from the start of
 // Supervise until the last record is settled. Run it with -benchtime=1x.
 func BenchmarkDrain(b *testing.B) {
-	bb := benchSetup(b, relay.ConcurrencyDefault+10)
+	bb := benchSetup(b, relay.ConnectionsDefault+10)
 	sink := relay.SinkFunc(func(context.Context, relay.Record) relay.Result { return relay.Done() })
 	b.ReportAllocs()
 	b.ResetTimer()
