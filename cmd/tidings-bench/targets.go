@@ -173,13 +173,46 @@ func rulesTargets(cfg config, res *results) []target {
 	return ts
 }
 
+// farthestWindow names the window of the first n whose median rate
+// departed most from the first window's, whether it ran faster or
+// slower, and the CPU per event the relay and PostgreSQL's sessions spent
+// in it against the first window: the same work done at another speed
+// moves both (docs/bench/HISTORY.md). It is empty without the windows.
+func farthestWindow(res *results, n int) string {
+	first, ok := res.get("sustain/window/0")
+	if !ok {
+		return ""
+	}
+	at, far := 0, 0.0
+	for i := 1; i < n; i++ {
+		if v, ok := res.get(fmt.Sprintf("sustain/window/%d", i)); ok && math.Abs(v/first-1) > math.Abs(far) {
+			at, far = i, v/first-1
+		}
+	}
+	if at == 0 {
+		return ""
+	}
+	s := fmt.Sprintf(": window %d, %s", at+1, map[bool]string{true: "faster", false: "slower"}[far > 0])
+	cpu := func(i int) (float64, bool) {
+		relay, ok1 := res.get(fmt.Sprintf("sustain/window/%d/us-self", i))
+		sessions, ok2 := res.get(fmt.Sprintf("sustain/window/%d/us-sessions", i))
+		return relay + sessions, ok1 && ok2
+	}
+	if c, ok := cpu(at); ok {
+		if c0, ok := cpu(0); ok && c0 > 0 {
+			s += fmt.Sprintf(", at %.2f of the first's CPU per event", c/c0)
+		}
+	}
+	return s
+}
+
 // longTargets: the sustained drain, a large backlog against a small one,
 // and the relay's memory.
 func longTargets(cfg config, res *results) []target {
 	var ts []target
 	name, goal := fmt.Sprintf("sustained: every %s window of the first %s within %.0f %% of the first", cfg.window, cfg.sustain, sustainGoal), fmt.Sprintf("<= %.0f %%", sustainGoal)
 	if v, ok := res.get("sustain/worst"); ok {
-		measured := fmt.Sprintf("largest departure %.1f %%", v)
+		measured := fmt.Sprintf("largest departure %.1f %%", v) + farthestWindow(res, int(cfg.sustain/cfg.window))
 		var steal []float64
 		for i := range int(cfg.sustain / cfg.window) {
 			if s, ok := res.get(fmt.Sprintf("sustain/window/%d/cpu-steal", i)); ok {
