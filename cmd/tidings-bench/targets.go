@@ -192,7 +192,11 @@ func farthestWindow(res *results, n int) string {
 	if at == 0 {
 		return ""
 	}
-	s := fmt.Sprintf(": window %d, %s", at+1, map[bool]string{true: "faster", false: "slower"}[far > 0])
+	dir := "slower"
+	if far > 0 {
+		dir = "faster"
+	}
+	s := fmt.Sprintf(": window %d, %s", at+1, dir)
 	cpu := func(i int) (float64, bool) {
 		relay, ok1 := res.get(fmt.Sprintf("sustain/window/%d/us-self", i))
 		sessions, ok2 := res.get(fmt.Sprintf("sustain/window/%d/us-sessions", i))
