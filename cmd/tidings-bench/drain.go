@@ -478,6 +478,18 @@ func addWindow(res *results, key, section, label string, w windowUse, rate float
 	res.add(key+"/vacuums", section, label+": autovacuum passes over the schema's tables finished", "passes", float64(w.vacuums), "")
 }
 
+// farthest is the window among the first n whose rate departed most from
+// the first window's, and its departure (its rate over the first's, less
+// one); 0 and 0 without a second window.
+func farthest(windows []float64, n int) (at int, departure float64) {
+	for i := 1; i < min(n, len(windows)); i++ {
+		if d := windows[i]/windows[0] - 1; math.Abs(d) > math.Abs(departure) {
+			at, departure = i, d
+		}
+	}
+	return at, departure
+}
+
 // bestDrain is the setting without the rules with the highest median
 // drain rate, or the first setting when the drain did not run.
 func bestDrain(cfg config, res *results) drainConfig {
@@ -526,12 +538,9 @@ func runSustain(ctx context.Context, cfg config, srv server, postmaster int, res
 		// The target's measure: the worst window of the first -sustain
 		// against the first window.
 		if len(r.windows) >= 2 {
-			worst := 0.0
-			for _, v := range r.windows[1:min(want, len(r.windows))] {
-				worst = max(worst, math.Abs(v/r.windows[0]-1))
-			}
+			_, departure := farthest(r.windows, want)
 			res.add("sustain/worst", section, fmt.Sprintf("%s: largest departure of a window from the first, over %s", label, cfg.sustain),
-				"%", 100*worst, "")
+				"%", 100*math.Abs(departure), "")
 		}
 		addUse(res, "sustain", section, label, r.cpu, r.db, r.n, float64(r.n)/r.wall.Seconds())
 	}

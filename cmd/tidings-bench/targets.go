@@ -179,16 +179,15 @@ func rulesTargets(cfg config, res *results) []target {
 // in it against the first window: the same work done at another speed
 // moves both (docs/bench/HISTORY.md). It is empty without the windows.
 func farthestWindow(res *results, n int) string {
-	first, ok := res.get("sustain/window/0")
-	if !ok {
-		return ""
-	}
-	at, far := 0, 0.0
-	for i := 1; i < n; i++ {
-		if v, ok := res.get(fmt.Sprintf("sustain/window/%d", i)); ok && math.Abs(v/first-1) > math.Abs(far) {
-			at, far = i, v/first-1
+	var windows []float64
+	for i := range n {
+		v, ok := res.get(fmt.Sprintf("sustain/window/%d", i))
+		if !ok {
+			break
 		}
+		windows = append(windows, v)
 	}
+	at, far := farthest(windows, n)
 	if at == 0 {
 		return ""
 	}
