@@ -32,8 +32,9 @@ type cpuUse struct {
 	self, server float64
 	serverKnown  bool
 	// The whole machine's, and of it the time a hypervisor gave other
-	// machines while this one had work to run (steal).
-	machine, steal float64
+	// machines while this one had work to run (steal); and what it left
+	// idle (with the time its processes waited for I/O).
+	machine, steal, idle float64
 	// Of server: autovacuum's, and the background processes' (the
 	// checkpointer, the background and WAL writers, the postmaster). The
 	// rest is the client sessions'. The split holds when the server's
@@ -74,6 +75,7 @@ func (m *cpuMeter) stop() cpuUse {
 			return float64(to-from) / float64(j.all-m.machine.all) * float64(numCPU())
 		}
 		u.machine, u.steal = cores(j.busy, m.machine.busy), cores(j.steal, m.machine.steal)
+		u.idle = cores(j.all-j.busy, m.machine.all-m.machine.busy)
 	}
 	if m.server.postmaster != 0 {
 		to := m.server.sample()

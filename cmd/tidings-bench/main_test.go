@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -63,6 +64,14 @@ func TestEveryScenarioRuns(t *testing.T) {
 		if !strings.Contains(report, want) {
 			t.Errorf("the report lacks %q:\n%s", want, report)
 		}
+	}
+	// The idle CPU of a steady run is a part of the machine's cores.
+	idle := regexp.MustCompile(`\| relay LISTEN \(sweep 30 s\), commit auto:dropped, 400/s: CPU the machine left idle while the writers staged \| cores \| ([0-9.e-]+) \|`).
+		FindStringSubmatch(report)
+	if idle == nil {
+		t.Errorf("the report lacks the idle CPU of the steady run at 400/s:\n%s", report)
+	} else if v, err := strconv.ParseFloat(idle[1], 64); err != nil || v < 0 || v > float64(numCPU()) {
+		t.Errorf("the steady run at 400/s left %s cores idle, want 0 to %d (%v)", idle[1], numCPU(), err)
 	}
 	// The backlog runs the best drain setting of the run, whichever of
 	// the three that was on a machine this busy.

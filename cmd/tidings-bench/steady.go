@@ -29,6 +29,7 @@ type steadyResult struct {
 	achieved float64   // requests committed per second
 	behind   time.Duration
 	steal    float64 // cores the hypervisor gave other machines while the writers staged
+	idle     float64 // cores the machine left idle meanwhile
 	// windows are the steadyWindow-wide spans of commit time, by their
 	// p99 of lat, lowest first: whether the tail is every second's or a
 	// few seconds'.
@@ -76,6 +77,7 @@ type staged struct {
 	took      []time.Duration // per request, BEGIN to COMMIT
 	behind    time.Duration   // the most a request was staged after it was due
 	steal     float64         // cores the hypervisor gave other machines meanwhile
+	idle      float64         // cores the machine left idle meanwhile
 }
 
 // run stages the requests on their schedule.
@@ -122,7 +124,8 @@ func (st stager) run(ctx context.Context) (staged, error) {
 	}
 	close(tickets)
 	wg.Wait()
-	return staged{committed, took, behind, meter.stop().steal}, errors.Join(append(errs, ctx.Err())...)
+	u := meter.stop()
+	return staged{committed, took, behind, u.steal, u.idle}, errors.Join(append(errs, ctx.Err())...)
 }
 
 func (st stager) one(ctx context.Context, i int) error {
@@ -149,7 +152,7 @@ func (st stager) one(ctx context.Context, i int) error {
 // summarize turns the stager's and the delivery's times into a result.
 func summarize(s staged, starts, hands func(i int) int64, warm int) steadyResult {
 	committed, took := s.committed, s.took
-	r := steadyResult{behind: s.behind, steal: s.steal}
+	r := steadyResult{behind: s.behind, steal: s.steal, idle: s.idle}
 	for i := warm; i < len(committed); i++ {
 		d := float64(starts(i)-committed[i]) / 1e6
 		if d < 0 {
@@ -416,6 +419,7 @@ func addSteady(res *results, section, key, label string, r steadyResult) {
 	}
 	res.add(key+"/achieved", section, label+": achieved staging rate", "events/s", r.achieved, "")
 	addSteal(res, key, section, label, " while the writers staged", r.steal)
+	res.add(key+"/cpu-idle", section, label+": CPU the machine left idle while the writers staged", "cores", r.idle, "")
 	if r.negative > 0 {
 		progress("  %d deliveries started before their Commit returned (counted as negative latencies)", r.negative)
 	}

@@ -106,7 +106,8 @@ func drainTargets(cfg config, res *results) []target {
 // 1,000 requests/s, and at 5,000/s from 32 writers for a module whose
 // provider drops a repeated key. A rate the writers did not reach (less
 // than offeredShare of it committed) is not measured: its latency is
-// shown with the rate reached.
+// shown with the rate reached. Each says what CPU the machine left idle
+// meanwhile: a machine with none queues every step of the path.
 func latencyTargets(cfg config, res *results) []target {
 	var ts []target
 	check := func(rate int, commit, q string, goal float64) {
@@ -115,12 +116,16 @@ func latencyTargets(cfg config, res *results) []target {
 		key := steadyKey(rate, wake{name: "listen"}, commit)
 		v, ok := res.get(key + "/" + q)
 		reached, _ := res.get(key + "/achieved")
+		idle := ""
+		if cores, ok := res.get(key + "/cpu-idle"); ok {
+			idle = fmt.Sprintf(", %s cores idle while the writers staged", format(cores))
+		}
 		switch {
 		case ok && reached < offeredShare*float64(rate):
-			ts = append(ts, target{name, fmt.Sprintf("%s ms at %s requests/s committed", format(v), format(reached)), g,
+			ts = append(ts, target{name, fmt.Sprintf("%s ms at %s requests/s committed%s", format(v), format(reached), idle), g,
 				fmt.Sprintf("%s (the writers committed %s of the %d requests/s offered)", notMeasured, format(reached), rate)})
 		case ok:
-			ts = append(ts, target{name, format(v) + " ms", g, atMost(v, goal, "ms")})
+			ts = append(ts, target{name, format(v) + " ms" + idle, g, atMost(v, goal, "ms")})
 		default:
 			ts = append(ts, missing(name, g, fmt.Sprintf("run steady with -rate %d -wake listen -steady-commit %s", rate, commit)))
 		}

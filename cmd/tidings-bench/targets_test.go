@@ -83,13 +83,15 @@ func TestTargets(t *testing.T) {
 		t.Parallel()
 		listen := func(rate int) string { return steadyKey(rate, wake{name: "listen"}, "auto:dropped") }
 		ts := verdicts(t, []string{"-only", "steady"}, map[string]float64{
-			listen(1000) + "/p50": 2.5, listen(1000) + "/p99": 4, listen(1000) + "/achieved": 990,
-			listen(5000) + "/p99": 30, listen(5000) + "/achieved": 1300,
+			listen(1000) + "/p50": 2.5, listen(1000) + "/p99": 4, listen(1000) + "/achieved": 990, listen(1000) + "/cpu-idle": 0.12,
+			listen(5000) + "/p99": 30, listen(5000) + "/achieved": 1300, listen(5000) + "/cpu-idle": 0.03,
 		})
-		require.True(t, strings.HasPrefix(find(t, ts, "steady 1000/s from 32 writers, LISTEN, commit auto:dropped: p50").verdict, "missed by 1.5 ms"))
+		p50 := find(t, ts, "steady 1000/s from 32 writers, LISTEN, commit auto:dropped: p50")
+		require.Equal(t, "2.5 ms, 0.12 cores idle while the writers staged", p50.measured)
+		require.True(t, strings.HasPrefix(p50.verdict, "missed by 1.5 ms"))
 		require.Equal(t, "met", find(t, ts, "steady 1000/s from 32 writers, LISTEN, commit auto:dropped: p99").verdict)
 		burst := find(t, ts, "steady 5000/s")
-		require.Equal(t, "30.00 ms at 1300 requests/s committed", burst.measured)
+		require.Equal(t, "30.00 ms at 1300 requests/s committed, 0.03 cores idle while the writers staged", burst.measured)
 		require.Equal(t, "not measured (the writers committed 1300 of the 5000 requests/s offered)", burst.verdict)
 	})
 	t.Run("SustainedWithItsFarthestWindowAndTheSteal", func(t *testing.T) {
