@@ -53,6 +53,7 @@ func TestEveryScenarioRuns(t *testing.T) {
 		"| relay LISTEN (sweep 30 s), commit auto:dropped, 400/s: p99 | ms |",
 		"| relay LISTEN (sweep 30 s), commit auto:dropped, 400/s: CPU the hypervisor gave other machines (steal) while the writers staged | cores |",
 		"| relay LISTEN (sweep 30 s), commit auto:dropped, 400/s: p99 of each 1s window, worst | ms |",
+		"| relay LISTEN (sweep 30 s), commit auto:dropped, 400/s: CPU of PostgreSQL while the writers staged | cores |",
 		"| drain 300, commit shared, BatchSize 50, Concurrency 200: first to last settle | events/s |",
 		"### Sustained drain",
 		"| drain 300, commit auto:dropped, BatchSize 500, Concurrency 500, every rule: first to last settle | events/s |",

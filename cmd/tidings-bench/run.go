@@ -89,7 +89,7 @@ func run(ctx context.Context, args []string, out io.Writer) (err error) {
 		case "stage":
 			err = runStage(ctx, cfg, srv, res)
 		case "steady":
-			err = runSteady(ctx, cfg, srv, res)
+			err = runSteady(ctx, cfg, srv, postmaster, res)
 		case "drain":
 			err = runDrain(ctx, cfg, srv, postmaster, res)
 		case "sustain":

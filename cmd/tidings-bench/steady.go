@@ -28,8 +28,7 @@ type steadyResult struct {
 	commit   []float64 // the writers' BEGIN-to-COMMIT-return, ms, sorted
 	achieved float64   // requests committed per second
 	behind   time.Duration
-	steal    float64 // cores the hypervisor gave other machines while the writers staged
-	idle     float64 // cores the machine left idle meanwhile
+	cpu      cpuUse // while the writers staged
 	// windows are the steadyWindow-wide spans of commit time, by their
 	// p99 of lat, lowest first: whether the tail is every second's or a
 	// few seconds'.
@@ -69,6 +68,7 @@ type stager struct {
 	afterStage func(ctx context.Context, tx *sql.Tx, i int) error
 	// afterCommit, when set, runs once each commit returned.
 	afterCommit func()
+	postmaster  int // the server's, when its CPU can be read (findPostmaster)
 }
 
 // staged is what a stager's run did.
@@ -76,8 +76,7 @@ type staged struct {
 	committed []int64         // per request, when its Commit returned, ns since base
 	took      []time.Duration // per request, BEGIN to COMMIT
 	behind    time.Duration   // the most a request was staged after it was due
-	steal     float64         // cores the hypervisor gave other machines meanwhile
-	idle      float64         // cores the machine left idle meanwhile
+	cpu       cpuUse          // meanwhile
 }
 
 // run stages the requests on their schedule.
@@ -85,7 +84,7 @@ func (st stager) run(ctx context.Context) (staged, error) {
 	committed := make([]int64, st.n)
 	took := make([]time.Duration, st.n)
 	var behind time.Duration
-	meter := startCPU(0)
+	meter := startCPU(st.postmaster)
 	tickets := make(chan int, st.n)
 	var mu sync.Mutex
 	var errs []error
@@ -124,8 +123,7 @@ func (st stager) run(ctx context.Context) (staged, error) {
 	}
 	close(tickets)
 	wg.Wait()
-	u := meter.stop()
-	return staged{committed, took, behind, u.steal, u.idle}, errors.Join(append(errs, ctx.Err())...)
+	return staged{committed, took, behind, meter.stop()}, errors.Join(append(errs, ctx.Err())...)
 }
 
 func (st stager) one(ctx context.Context, i int) error {
@@ -152,7 +150,7 @@ func (st stager) one(ctx context.Context, i int) error {
 // summarize turns the stager's and the delivery's times into a result.
 func summarize(s staged, starts, hands func(i int) int64, warm int) steadyResult {
 	committed, took := s.committed, s.took
-	r := steadyResult{behind: s.behind, steal: s.steal, idle: s.idle}
+	r := steadyResult{behind: s.behind, cpu: s.cpu}
 	for i := warm; i < len(committed); i++ {
 		d := float64(starts(i)-committed[i]) / 1e6
 		if d < 0 {
@@ -204,7 +202,7 @@ func windowsOf(committed []int64, took []time.Duration, lat []float64) []steadyW
 }
 
 // steadyOnce runs the relay with wake-up path w and stages at rate.
-func steadyOnce(ctx context.Context, cfg config, srv server, rate int, w wake, commit string) (steadyResult, error) {
+func steadyOnce(ctx context.Context, cfg config, srv server, postmaster, rate int, w wake, commit string) (steadyResult, error) {
 	dc := drainConfig{commit: commit, batch: relay.BatchSizeDefault, conc: relay.ConcurrencyDefault}
 	db, err := openPool(ctx, srv.driver, srv.dsn, cfg.steadyWriters+relayPool+1)
 	if err != nil {
@@ -238,7 +236,7 @@ func steadyOnce(ctx context.Context, cfg config, srv server, rate int, w wake, c
 	if !w.notify() {
 		ob = ob.WithoutWakeUp()
 	}
-	st := stager{db: db, ob: ob, n: n, rate: rate, writers: cfg.steadyWriters, base: base}
+	st := stager{db: db, ob: ob, n: n, rate: rate, writers: cfg.steadyWriters, base: base, postmaster: postmaster}
 	if w.after {
 		wk := s.ob.NewWaker(db)
 		defer closeWaker(wk)
@@ -279,7 +277,7 @@ func steadyOnce(ctx context.Context, cfg config, srv server, rate int, w wake, c
 // rawOnce is the floor of the LISTEN path: the same stager, each
 // transaction also sending a NOTIFY that carries its index, and a bare
 // LISTEN session timing its arrival; no relay, no claim, no delivery.
-func rawOnce(ctx context.Context, cfg config, srv server, rate int) (steadyResult, error) {
+func rawOnce(ctx context.Context, cfg config, srv server, postmaster, rate int) (steadyResult, error) {
 	db, err := openPool(ctx, srv.driver, srv.dsn, cfg.steadyWriters+2)
 	if err != nil {
 		return steadyResult{}, err
@@ -326,7 +324,7 @@ func rawOnce(ctx context.Context, cfg config, srv server, rate int) (steadyResul
 		return err
 	}
 	sd, err := stager{db: db, ob: s.ob.WithoutWakeUp(), n: n, rate: rate,
-		writers: cfg.steadyWriters, base: base, afterStage: notify}.run(ctx)
+		writers: cfg.steadyWriters, base: base, afterStage: notify, postmaster: postmaster}.run(ctx)
 	if err != nil {
 		return steadyResult{}, fmt.Errorf("stage: %w", err)
 	}
@@ -345,12 +343,12 @@ func rawOnce(ctx context.Context, cfg config, srv server, rate int) (steadyResul
 // runSteady measures commit-to-delivery-start latency at each rate for
 // each wake-up path and commit mode, and the raw LISTEN/NOTIFY floor,
 // -runs times, alternating the variants within a run.
-func runSteady(ctx context.Context, cfg config, srv server, res *results) error {
+func runSteady(ctx context.Context, cfg config, srv server, postmaster int, res *results) error {
 	const section = "Steady rate: commit to delivery start"
 	for run := 1; run <= cfg.runs; run++ {
 		for _, rate := range cfg.rates {
 			progress("steady, run %d of %d: raw LISTEN/NOTIFY floor, %d/s for %s", run, cfg.runs, rate, cfg.warmup+cfg.duration)
-			r, err := rawOnce(ctx, cfg, srv, rate)
+			r, err := rawOnce(ctx, cfg, srv, postmaster, rate)
 			if err != nil {
 				return fmt.Errorf("steady (raw LISTEN/NOTIFY, %d/s): %w", rate, err)
 			}
@@ -358,7 +356,7 @@ func runSteady(ctx context.Context, cfg config, srv server, res *results) error 
 			for _, w := range cfg.wakes {
 				for _, g := range cfg.steadyCommits {
 					progress("steady, run %d of %d: %s, commit %s, %d/s for %s", run, cfg.runs, w, g, rate, cfg.warmup+cfg.duration)
-					r, err := steadyOnce(ctx, cfg, srv, rate, w, g)
+					r, err := steadyOnce(ctx, cfg, srv, postmaster, rate, w, g)
 					if err != nil {
 						return fmt.Errorf("steady (%s, commit %s, %d/s): %w", w, g, rate, err)
 					}
@@ -418,8 +416,12 @@ func addSteady(res *results, section, key, label string, r steadyResult) {
 		res.add(key+"/window-commit-p50", section, label+": writer BEGIN to COMMIT, p50, in the worst window", "ms", worst.commitP50, "")
 	}
 	res.add(key+"/achieved", section, label+": achieved staging rate", "events/s", r.achieved, "")
-	addSteal(res, key, section, label, " while the writers staged", r.steal)
-	res.add(key+"/cpu-idle", section, label+": CPU the machine left idle while the writers staged", "cores", r.idle, "")
+	if r.cpu.serverKnown {
+		res.add(key+"/cpu-self", section, label+": CPU of this process while the writers staged", "cores", r.cpu.self, "")
+		res.add(key+"/cpu-server", section, label+": CPU of PostgreSQL while the writers staged", "cores", r.cpu.server, "")
+	}
+	res.add(key+"/cpu-idle", section, label+": CPU the machine left idle while the writers staged", "cores", r.cpu.idle, "")
+	addSteal(res, key, section, label, " while the writers staged", r.cpu.steal)
 	if r.negative > 0 {
 		progress("  %d deliveries started before their Commit returned (counted as negative latencies)", r.negative)
 	}
