@@ -111,7 +111,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&drains, "drain", "", "drain: explicit settings as commit/BatchSize/Concurrency triples, e.g. auto:dropped/50/50,shared/500/500, with an optional fourth LaneLimit (each/50/50/50; the relay's default otherwise); overrides -commit, -batch and -concurrency")
 	fs.IntVar(&c.stageChunk, "stage-chunk", 5000, "requests per StageBatch when staging a backlog")
 
-	fs.StringVar(&rates, "rate", "1000,5000", "steady: offered rates, requests staged per second, one per transaction")
+	fs.StringVar(&rates, "rate", "300,1000,5000", "steady: offered rates, requests staged per second, one per transaction (300/s shows the path on a machine with room to spare)")
 	fs.DurationVar(&c.duration, "duration", 20*time.Second, "steady: how long to stage at -rate (after -warmup)")
 	fs.DurationVar(&c.warmup, "warmup", time.Second, "steady: leading time whose requests are left out of the latencies")
 	fs.StringVar(&wakes, "wake", "listen,poll10ms,both", "steady: wake-up paths: listen, after (NOTIFY sent after the commit by a relay.Waker), poll<interval>, both (listen and a 10ms poll) or both<interval>")
