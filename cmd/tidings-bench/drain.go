@@ -425,11 +425,17 @@ func addPerEvent(res *results, key, section, label string, u cpuUse, rate float6
 }
 
 func addCPU(res *results, key, section, label string, u cpuUse) {
-	res.add(key+"/cpu-self", section, label+": CPU of the relay process", "cores", u.self, "")
-	if u.serverKnown {
-		res.add(key+"/cpu-server", section, label+": CPU of PostgreSQL", "cores", u.server, "")
-	}
+	addProcesses(res, key, section, label, "the relay process", "", u)
 	addMachine(res, key, section, label, "", u)
+}
+
+// addProcesses records the CPU of this process, which self names, and of
+// PostgreSQL when it was read, each label followed by when.
+func addProcesses(res *results, key, section, label, self, when string, u cpuUse) {
+	res.add(key+"/cpu-self", section, label+": CPU of "+self+when, "cores", u.self, "")
+	if u.serverKnown {
+		res.add(key+"/cpu-server", section, label+": CPU of PostgreSQL"+when, "cores", u.server, "")
+	}
 }
 
 // addMachine records the whole machine's CPU, its label followed by what

@@ -416,10 +416,7 @@ func addSteady(res *results, section, key, label string, r steadyResult) {
 		res.add(key+"/window-commit-p50", section, label+": writer BEGIN to COMMIT, p50, in the worst window", "ms", worst.commitP50, "")
 	}
 	res.add(key+"/achieved", section, label+": achieved staging rate", "events/s", r.achieved, "")
-	if r.cpu.serverKnown {
-		res.add(key+"/cpu-self", section, label+": CPU of this process while the writers staged", "cores", r.cpu.self, "")
-		res.add(key+"/cpu-server", section, label+": CPU of PostgreSQL while the writers staged", "cores", r.cpu.server, "")
-	}
+	addProcesses(res, key, section, label, "this process", " while the writers staged", r.cpu)
 	res.add(key+"/cpu-idle", section, label+": CPU the machine left idle while the writers staged", "cores", r.cpu.idle, "")
 	addSteal(res, key, section, label, " while the writers staged", r.cpu.steal)
 	if r.negative > 0 {
