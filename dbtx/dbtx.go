@@ -22,3 +22,32 @@ type Queryer interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
+
+// Statement is one statement of a Pipeline: its query, its arguments, and,
+// for a statement that returns rows, what reads them.
+type Statement struct {
+	Query string
+	Args  []any
+	// Rows reads the statement's rows, if it returns any; nil runs it for
+	// its effect alone.
+	Rows func(Rows) error
+}
+
+// Rows are a statement's rows as a Pipeline hands them to Statement.Rows:
+// *sql.Rows has these methods, and so have the drivers' own.
+type Rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// A Pipeline sends stmts on conn, a driver's connection as
+// (*sql.Conn).Raw hands it, in one round trip, and reads their results in
+// order. A statement that fails fails those after it, unrun, and is the
+// error; so is a COMMIT the server answered with ROLLBACK (its
+// transaction had failed). With one, a transaction sends its BEGIN with
+// its first statement and its last writes with its COMMIT: two round
+// trips fewer. database/sql has no such call: a driver's own package
+// provides it (dbtx/pgxtx.Pipeline), and a nil Pipeline sends each
+// statement alone.
+type Pipeline func(ctx context.Context, conn any, stmts []Statement) error

@@ -61,11 +61,12 @@ func logger() *slog.Logger {
 // relayConfig is the relay of every test: short leases and timeouts, so a
 // crashed hand comes back within seconds (the deliveries' timeout,
 // deliveryTimeout, is far above the provider's latency).
-func relayConfig(schema string, listener relay.Listener) relay.Config {
+func relayConfig(schema string, d drivertest.Driver, listener relay.Listener) relay.Config {
 	return relay.Config{
 		Module:        module,
 		Schema:        schema,
 		Listener:      listener,
+		Pipeline:      d.Pipeline(),
 		BatchSize:     50,
 		Concurrency:   20,
 		HandTimeout:   3 * time.Second,
@@ -388,7 +389,7 @@ func (b testBundle) sessions(t *testing.T, app string) int {
 func (b testBundle) checkLedger(t *testing.T) *ledger.Report {
 	t.Helper()
 	// At most the child relay and an in-process one hand at once.
-	inFlight := childConcurrency + relayConfig("", nil).Concurrency
+	inFlight := childConcurrency + relayConfig("", drivertest.PQ, nil).Concurrency
 	r, err := ledger.Check(t.Context(), b.db, ledger.Config{Schema: b.schema, Module: module, Consumer: consumer,
 		Known: b.known.list(), InFlight: inFlight, Timeout: deliveryTimeout}, b.provider.Receipts(), b.faults.List())
 	require.NoError(t, err)

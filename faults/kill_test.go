@@ -59,7 +59,7 @@ func runRelayChild(ctx context.Context, dsn, schema, providerURL string) error {
 	if err != nil {
 		return err
 	}
-	cfg := relayConfig(schema, listener)
+	cfg := relayConfig(schema, drv, listener)
 	cfg.Concurrency = childConcurrency
 	cfg.BatchSize = childConcurrency
 	return relay.Supervise(ctx, db.DB, &cfg, stamped{d})

@@ -21,7 +21,7 @@ func TestImmediateStopAndStart(t *testing.T) {
 
 func testImmediateStopAndStart(t *testing.T, _ drivertest.Driver) {
 	b := setupCluster(t)
-	cfg := relayConfig(b.schema, drivertest.For(t).Listener(t, b.dsn(t, appListen)))
+	cfg := relayConfig(b.schema, drivertest.For(t), drivertest.For(t).Listener(t, b.dsn(t, appListen)))
 	// Longer than every wait below: recovery must come from the relay
 	// reconnecting, not from its safety net.
 	cfg.SweepInterval = 5 * time.Minute

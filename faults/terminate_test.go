@@ -21,7 +21,7 @@ func TestTerminateBackendsUnderLoad(t *testing.T) {
 
 func testTerminateBackendsUnderLoad(t *testing.T, _ drivertest.Driver) {
 	b := setupCluster(t)
-	cfg := relayConfig(b.schema, drivertest.For(t).Listener(t, b.dsn(t, appListen)))
+	cfg := relayConfig(b.schema, drivertest.For(t), drivertest.For(t).Listener(t, b.dsn(t, appListen)))
 	cfg.SweepInterval = time.Hour // only a wake-up (or the relay's own timers) finds new rows
 	stopRelay := b.runRelay(t, cfg)
 

@@ -35,7 +35,7 @@ func testLostWakeUp(t *testing.T, _ drivertest.Driver) {
 	listenDSN, err := url.Parse(b.dsn(t, appListen))
 	require.NoError(t, err)
 	listenDSN.User = url.User(listenRole)
-	cfg := relayConfig(b.schema, drivertest.For(t).Listener(t, listenDSN.String()))
+	cfg := relayConfig(b.schema, drivertest.For(t), drivertest.For(t).Listener(t, listenDSN.String()))
 	cfg.SweepInterval = sweep
 	stopRelay := b.runRelay(t, cfg)
 	waitFor(t, 10*time.Second, func() bool { return b.sessions(t, appListen) == 1 },

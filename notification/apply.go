@@ -230,7 +230,7 @@ func (d *Dispatcher) suppressFrom(ctx context.Context, bind *binding, tx *sql.Tx
 func (d *Dispatcher) inTx(ctx context.Context, bind *binding, fn func(ctx context.Context, tx *sql.Tx) error) error {
 	txCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bind.timeout+commitSlack)
 	defer cancel()
-	tx, err := bind.db.BeginTx(txCtx, claimTx)
+	tx, err := bind.db.BeginTx(txCtx, readCommitted)
 	if err != nil {
 		return err
 	}

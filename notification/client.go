@@ -221,7 +221,7 @@ func (c *Client) Cancel(ctx context.Context, id uuid.UUID) (Status, error) {
 // cancel cancels id if it is pending and no delivery claimed it, and
 // reports whether a delivery did.
 func (c *Client) cancel(ctx context.Context, id uuid.UUID) (delivered bool, err error) {
-	tx, err := c.db.BeginTx(ctx, claimTx)
+	tx, err := c.db.BeginTx(ctx, readCommitted)
 	if err != nil {
 		return false, fmt.Errorf("notification: cancel: %w", err)
 	}

@@ -40,6 +40,7 @@ func TestARetryBeforeTheExpiryIsJudgedOnTheDatabasesClock(t *testing.T) {
 	})
 	rc := b.relayConfig(t)
 	rc.Listener = drivertest.For(t).Listener(t, app)
+	rc.Pipeline = drivertest.For(t).Pipeline()
 	b.runWith(t, rc, b.dispatcher(t, cfg))
 
 	var dbNow time.Time

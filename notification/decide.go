@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/tidings-go/tidings/dbtx"
 	"github.com/tidings-go/tidings/internal/pgarray"
 	"github.com/tidings-go/tidings/notification/feedback"
 	"github.com/tidings-go/tidings/relay"
@@ -120,6 +121,7 @@ func (d *Dispatcher) readRules(ctx context.Context, bind *binding, jobs []job) (
 	rows, err := bind.db.QueryContext(ctx, bind.policy.rules, d.ruleArgs(jobs)...)
 	var r rules
 	if err == nil {
+		defer rows.Close()
 		_, _, r, err = d.readClaim(ctx, rows)
 	}
 	if err != nil {
@@ -164,8 +166,7 @@ func (d *Dispatcher) ruleArgs(jobs []job) []any {
 // readClaim reads the rows of a claimOne or claimBatch statement, the
 // rules read after it or alone: the requests claimed for the first time,
 // the dedup keys taken, and the recipient rules.
-func (d *Dispatcher) readClaim(ctx context.Context, rows *sql.Rows) (first map[uuid.UUID]bool, keys map[string]bool, r rules, err error) {
-	defer rows.Close()
+func (d *Dispatcher) readClaim(ctx context.Context, rows dbtx.Rows) (first map[uuid.UUID]bool, keys map[string]bool, r rules, err error) {
 	first, keys = map[uuid.UUID]bool{}, map[string]bool{}
 	r = rules{preferences: map[string][]Preference{}, quiet: map[string]quietOf{}, suppressed: map[destination][]Suppression{}}
 	// One set of destinations for every row (Scan sets each column, NULL
@@ -454,7 +455,7 @@ type dedupKey struct {
 // that must not be delivered: a duplicate of a request delivered before,
 // or one that waits behind a request with its key in this same
 // transaction. No job stopped keeps its inbox claim.
-func (d *Dispatcher) claimKeys(ctx context.Context, bind *binding, tx *sql.Tx, jobs []job, first map[uuid.UUID]bool,
+func (d *Dispatcher) claimKeys(ctx context.Context, bind *binding, tx *claimTx, jobs []job, first map[uuid.UUID]bool,
 	claimed map[string]bool, stopped map[int]relay.Result) error {
 	var keys []string
 	var ids []string

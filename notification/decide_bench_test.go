@@ -64,14 +64,14 @@ func BenchmarkDecide(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		copy(batch, jobs)
-		tx, err := bind.db.BeginTx(b.Context(), claimTx)
+		tx, err := beginClaim(b.Context(), bind.db, bind.pipe)
 		require.NoError(b, err)
 		first, _, r, err := d.claim(b.Context(), bind, tx, batch, nil)
 		require.NoError(b, err)
 		if stops := d.decide(r, batch, first); len(first) != n || len(stops) != 0 {
 			b.Fatalf("%d of %d requests claimed, %d stopped by a rule", len(first), n, len(stops))
 		}
-		require.NoError(b, tx.Rollback())
+		tx.end()
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*n), "µs/request")
 }

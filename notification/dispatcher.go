@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/tidings-go/tidings/dbtx"
 	"github.com/tidings-go/tidings/delivery"
 	"github.com/tidings-go/tidings/inbox"
 	"github.com/tidings-go/tidings/internal/pgarray"
@@ -76,6 +77,7 @@ type binding struct {
 	outbox  *relay.Outbox
 	policy  policyQueries
 	timeout time.Duration // the DeliveryTimeout in effect
+	pipe    dbtx.Pipeline // the first relay's Config.Pipeline
 }
 
 var (
@@ -140,7 +142,7 @@ func (d *Dispatcher) SharedLanes() []string {
 // settings that disagree. A dispatcher serves relays of one pool and one
 // schema; with several relays (modules), it keeps the shortest delivery
 // timeout.
-func (d *Dispatcher) Prepare(_ context.Context, db *sql.DB, rc relay.Config) error {
+func (d *Dispatcher) Prepare(ctx context.Context, db *sql.DB, rc relay.Config) error {
 	if db == nil {
 		return fmt.Errorf("%w: the relay's pool is nil", ErrConfig)
 	}
@@ -183,7 +185,13 @@ func (d *Dispatcher) Prepare(_ context.Context, db *sql.DB, rc relay.Config) err
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	d.bound = &binding{db: db, schema: rc.Schema, inbox: ib, outbox: ob, policy: newPolicyQueries(rc.Schema), timeout: timeout}
+	if rc.Pipeline != nil {
+		if err := checkPipeline(ctx, db, rc.Pipeline); err != nil {
+			return fmt.Errorf("%w: the relay's Config.Pipeline fails on its pool: %w", ErrConfig, err)
+		}
+	}
+	d.bound = &binding{db: db, schema: rc.Schema, inbox: ib, outbox: ob, policy: newPolicyQueries(rc.Schema), timeout: timeout,
+		pipe: rc.Pipeline}
 	return nil
 }
 
@@ -354,10 +362,11 @@ func (d *Dispatcher) HandleBatch(ctx context.Context, b *relay.Batch) {
 	wg.Wait()
 }
 
-// claimTx is the isolation of a claim's transaction, whatever the server's
-// default: under read committed a claim that waited for another's commit
-// sees it (and answers "already claimed") instead of failing to serialize.
-var claimTx = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+// readCommitted is the isolation of a transaction that claims, whatever
+// the server's default: under read committed a claim that waited for
+// another's commit sees it (and answers "already claimed") instead of
+// failing to serialize.
+var readCommitted = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 
 // commitSlack is how long a transaction may outlive its deliveries'
 // timeout, for the statements and the commit around them.
@@ -376,12 +385,12 @@ func (d *Dispatcher) deliverAll(ctx context.Context, bind *binding, b *relay.Bat
 	// context, only a little after the deliveries' deadline.
 	txCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bind.timeout+commitSlack)
 	defer cancel()
-	tx, err := bind.db.BeginTx(txCtx, claimTx)
+	tx, err := beginClaim(txCtx, bind.db, bind.pipe)
 	if err != nil {
 		d.unsure(b, jobs, fmt.Errorf("begin the claim's transaction: %w", err))
 		return
 	}
-	defer func() { _ = tx.Rollback() }()
+	defer tx.end()
 
 	// In id order (a UUID's bytes sort as its text), as claimBatch
 	// claims them.
@@ -458,18 +467,15 @@ func (d *Dispatcher) deliverAll(ctx context.Context, bind *binding, b *relay.Bat
 		// the key, where its duplicates read it before the relay settles
 		// its row.
 		if len(release) == 0 && first[jobs[0].p.ID] {
+			// These writes go with the COMMIT, and their errors with its.
 			if j := jobs[0]; j.req.DedupKey != "" && delivered[0] {
-				if _, err := tx.ExecContext(txCtx, bind.policy.keyReference, d.cfg.Consumer, j.req.DedupKey,
-					outs[0].Reference()); err != nil {
-					notCommitted(fmt.Errorf("write the dedup key's reference: %w", err))
-					return
-				}
+				_, _ = tx.later().ExecContext(txCtx, bind.policy.keyReference, d.cfg.Consumer, j.req.DedupKey, outs[0].Reference())
 			}
-			if err := d.stageReceipts(txCtx, bind, tx, jobs, outs, delivered); err != nil {
+			if err := d.stageReceipts(txCtx, bind, tx.later(), jobs, outs, delivered); err != nil {
 				notCommitted(err)
 				return
 			}
-			if err := tx.Commit(); err != nil {
+			if err := tx.commit(txCtx); err != nil {
 				notCommitted(err)
 				return
 			}
@@ -477,28 +483,27 @@ func (d *Dispatcher) deliverAll(ctx context.Context, bind *binding, b *relay.Bat
 		b.Answer(jobs[0].i, results[0])
 		return
 	}
+	// These writes go with the COMMIT, and their errors with its.
+	later := tx.later()
 	if len(release) > 0 {
-		if err := bind.inbox.Release(txCtx, tx, d.cfg.Consumer, release); err != nil {
+		if err := bind.inbox.Release(txCtx, later, d.cfg.Consumer, release); err != nil {
 			notCommitted(err)
 			return
 		}
 	}
 	if len(failed) > 0 {
 		// A request that was not delivered holds no dedup key.
-		if _, err := tx.ExecContext(txCtx, bind.policy.releaseKeys, d.cfg.Consumer, pgarray.Of(failed)); err != nil {
-			notCommitted(fmt.Errorf("release dedup keys: %w", err))
-			return
-		}
+		_, _ = later.ExecContext(txCtx, bind.policy.releaseKeys, d.cfg.Consumer, pgarray.Of(failed))
 	}
-	if err := d.stageReceipts(txCtx, bind, tx, jobs, outs, delivered); err != nil {
+	if err := d.stageReceipts(txCtx, bind, later, jobs, outs, delivered); err != nil {
 		notCommitted(err)
 		return
 	}
-	if err := b.SettleIn(txCtx, tx, idx, results); err != nil {
+	if err := b.SettleIn(txCtx, later, idx, results); err != nil {
 		notCommitted(err)
 		return
 	}
-	if err := tx.Commit(); err != nil {
+	if err := tx.commit(txCtx); err != nil {
 		notCommitted(err)
 		return
 	}
@@ -511,40 +516,38 @@ func (d *Dispatcher) deliverAll(ctx context.Context, bind *binding, b *relay.Bat
 // rules. A lone job claims its dedup key in the same statement, and keys
 // then holds the key if it was free (a nil keys means claimKeys has the
 // keys to claim).
-func (d *Dispatcher) claim(ctx context.Context, bind *binding, tx *sql.Tx, jobs []job, pre *rules) (first map[uuid.UUID]bool,
+func (d *Dispatcher) claim(ctx context.Context, bind *binding, tx *claimTx, jobs []job, pre *rules) (first map[uuid.UUID]bool,
 	keys map[string]bool, r rules, err error) {
+	var ids any
+	if len(jobs) > 1 {
+		s := make([]string, len(jobs))
+		for k, j := range jobs {
+			s[k] = j.p.ID.String()
+		}
+		ids = pgarray.Of(s)
+	}
+	// The id as text, as inbox.Once sends it.
+	one := []any{d.cfg.Consumer, jobs[0].p.ID.String(), jobs[0].req.DedupKey}
+	var query string
+	var args []any
 	switch {
 	case pre != nil && len(jobs) > 1:
-		ids := make([]uuid.UUID, len(jobs))
-		for k, j := range jobs {
-			ids[k] = j.p.ID
-		}
-		first, err = bind.inbox.OnceBatch(ctx, tx, d.cfg.Consumer, ids)
-		return first, nil, *pre, err
+		query, args = bind.policy.claimBatch, []any{d.cfg.Consumer, ids}
 	case pre != nil && jobs[0].req.DedupKey == "":
 		// A bare insert: claimOne's statement took about 6 % of the rate
 		// of a drain that commits each request (docs/bench/HISTORY.md).
-		once, err := bind.inbox.Once(ctx, tx, d.cfg.Consumer, jobs[0].p.ID)
-		return map[uuid.UUID]bool{jobs[0].p.ID: once}, nil, *pre, err
+		query, args = bind.policy.claimAlone, one[:2]
+	case pre != nil:
+		query, args = bind.policy.claimOne, one
+	case len(jobs) > 1:
+		query, args = bind.policy.claimBatchRules, append(d.ruleArgs(jobs), d.cfg.Consumer, ids)
+	default:
+		query, args = bind.policy.claimOneRules, append(d.ruleArgs(jobs), one...)
 	}
-	query, args := bind.policy.claimOne, []any(nil)
-	if pre == nil {
-		query, args = bind.policy.claimOneRules, d.ruleArgs(jobs)
-	}
-	if len(jobs) > 1 {
-		ids := make([]string, len(jobs))
-		for k, j := range jobs {
-			ids[k] = j.p.ID.String()
-		}
-		query, args = bind.policy.claimBatchRules, append(args, d.cfg.Consumer, pgarray.Of(ids))
-	} else {
-		// The id as text, as inbox.Once sends it.
-		args = append(args, d.cfg.Consumer, jobs[0].p.ID.String(), jobs[0].req.DedupKey)
-	}
-	rows, err := tx.QueryContext(ctx, query, args...)
-	if err == nil {
+	err = tx.query(ctx, func(rows dbtx.Rows) error {
 		first, keys, r, err = d.readClaim(ctx, rows)
-	}
+		return err
+	}, query, args...)
 	if err != nil {
 		return nil, nil, r, fmt.Errorf("claim in the inbox: %w", err)
 	}
@@ -562,7 +565,7 @@ func (d *Dispatcher) claim(ctx context.Context, bind *binding, tx *sql.Tx, jobs 
 // claim's transaction one after another, each in a savepoint of its own:
 // the transaction commits the outcome of one that failed too, but not its
 // writes.
-func (d *Dispatcher) deliverClaimed(ctx context.Context, bind *binding, tx *sql.Tx, jobs []job, send []bool) []delivery.Outcome {
+func (d *Dispatcher) deliverClaimed(ctx context.Context, bind *binding, tx *claimTx, jobs []job, send []bool) []delivery.Outcome {
 	ctx, cancel := context.WithTimeoutCause(ctx, bind.timeout, fmt.Errorf("DeliveryTimeout of %s passed", bind.timeout))
 	defer cancel()
 	outs := make([]delivery.Outcome, len(jobs))
@@ -603,7 +606,7 @@ func (d *Dispatcher) deliverClaimed(ctx context.Context, bind *binding, tx *sql.
 // deliverInSavepoint runs a delivery that writes through the shared
 // transaction inside a savepoint, and takes back its writes unless it
 // delivered.
-func (d *Dispatcher) deliverInSavepoint(ctx context.Context, tx *sql.Tx, j *job) delivery.Outcome {
+func (d *Dispatcher) deliverInSavepoint(ctx context.Context, tx *claimTx, j *job) delivery.Outcome {
 	if _, err := tx.ExecContext(ctx, `SAVEPOINT delivery`); err != nil {
 		return delivery.Retry(fmt.Errorf("savepoint: %w", err))
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/tidings-go/tidings/dbtx"
 	"github.com/tidings-go/tidings/delivery"
 	"github.com/tidings-go/tidings/internal/drivertest"
+	"github.com/tidings-go/tidings/internal/pgtest"
 	"github.com/tidings-go/tidings/internal/testwait"
 	"github.com/tidings-go/tidings/notification"
 	"github.com/tidings-go/tidings/relay"
@@ -55,6 +56,31 @@ func testDispatcher(t *testing.T, _ drivertest.Driver) {
 		require.Equal(t, relay.StateProcessed, st.State)
 		require.Equal(t, "msg-1", st.Result, "the receipt")
 		require.Equal(t, 1, b.claims(t, id))
+	})
+
+	// A claim's transaction runs on a connection of its own, which goes
+	// back to the pool out of any transaction whether it committed or not:
+	// the next statements on it each run in a transaction of their own.
+	t.Run("GivesItsConnectionBackOutOfTheTransaction", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		pool := drivertest.For(t).Open(t, pgtest.URL(t), 1).DB
+		b.mail.Script(delivery.Retry(errors.New("busy")), delivery.Delivered())
+		d := b.dispatcher(t, b.config())
+		rc := b.relayConfig(t)
+		rc.MaxHands = relay.MaxHandsDefault
+		require.NoError(t, d.Prepare(t.Context(), pool, rc))
+		id := b.stage(t, mailTo("a@example.com"))[0]
+		rec := relay.Record{ID: id, Module: module, Kind: notification.Kind, Payload: must(mailTo("a@example.com").Message(module)).Payload}
+		for _, want := range []string{"retry", "done"} {
+			require.Contains(t, d.Handle(t.Context(), rec).String(), want)
+			var xids [2]int64
+			for k := range xids {
+				require.NoError(t, pool.QueryRowContext(t.Context(), `SELECT txid_current()`).Scan(&xids[k]))
+			}
+			require.NotEqual(t, xids[0], xids[1], "after a claim's transaction that answered %s, the pool's next statements ran in one transaction", want)
+		}
+		require.Equal(t, 1, b.claims(t, id), "the retry's claim rolled back, the delivery's committed")
 	})
 
 	t.Run("RedeliveryOfACommittedClaimIsNotDeliveredAgain", func(t *testing.T) {

@@ -111,6 +111,7 @@ func (b testBundle) relayConfig(t *testing.T) relay.Config {
 		Module:        module,
 		Schema:        b.schema,
 		Listener:      drivertest.For(t).Listener(t, pgtest.URL(t)),
+		Pipeline:      drivertest.For(t).Pipeline(),
 		HandTimeout:   5 * time.Second,
 		Lease:         10 * time.Second,
 		SweepInterval: time.Hour,

@@ -232,15 +232,22 @@ const claimBatch = `WITH c AS (
 				RETURNING event_id)
 			SELECT 'c', event_id::text, NULL, NULL, NULL::boolean, NULL::timestamptz, NULL, NULL::jsonb FROM c`
 
+// claimAlone claims the request {id} for consumer {consumer}, and gives
+// a row 'c' if that is its first claim, as claimOne does: one statement
+// for a request with no dedup key whose rules were read before.
+const claimAlone = `INSERT INTO {inbox} (consumer, event_id) VALUES ({consumer}, {id})
+			ON CONFLICT (consumer, event_id) DO NOTHING
+			RETURNING 'c', event_id::text, NULL, NULL, NULL::boolean, NULL::timestamptz, NULL, NULL::jsonb`
+
 // policyQueries are the statements of the recipient rules for one schema.
 type policyQueries struct {
 	setPreference, deletePreference, preferences string
 	setQuiet, deleteQuiet, quiet                 string
-	// The rules of a batch's requests (rulesRead), a lone request's inbox
-	// claim with its dedup key, and a transaction's inbox claims with the
-	// rules after them (a batch's claims alone are inbox.OnceBatch's).
-	rules                                    string
-	claimOne, claimOneRules, claimBatchRules string
+	// The rules of a batch's requests (rulesRead); a transaction's inbox
+	// claims: a lone request's (with its dedup key, or without one) and a
+	// batch's, without the rules and with them after.
+	rules                                                            string
+	claimAlone, claimOne, claimBatch, claimOneRules, claimBatchRules string
 	// The dedup keys of one claim's transaction.
 	claimKeys, keyReference, readKeys, releaseKeys, purgeKeys string
 	// Suppressed addresses, and the transient failures that lead to one.
@@ -277,7 +284,9 @@ func newPolicyQueries(schema string) policyQueries {
 		// claim of each request of a channel that commits each, the rules
 		// took a quarter of the rate of its drain (docs/bench/HISTORY.md).
 		rules:           r.Replace(rulesRead),
+		claimAlone:      r.Replace(alone.Replace(claimAlone)),
 		claimOne:        r.Replace(alone.Replace(claimOne)),
+		claimBatch:      r.Replace(alone.Replace(claimBatch)),
 		claimOneRules:   r.Replace(withRules.Replace(claimOne) + "\n\t\t\tUNION ALL\n\t\t\t" + rulesRead),
 		claimBatchRules: r.Replace(withRules.Replace(claimBatch) + "\n\t\t\tUNION ALL\n\t\t\t" + rulesRead),
 

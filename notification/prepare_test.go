@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tidings-go/tidings/dbtx/pgxtx"
 	"github.com/tidings-go/tidings/delivery"
 	"github.com/tidings-go/tidings/notification"
 	"github.com/tidings-go/tidings/relay"
@@ -31,6 +32,8 @@ func TestSuperviseRefusesSettingsThatDisagree(t *testing.T) {
 			dc.Policy.MaxAttempts, dc.Policy.BaseDelay, dc.Policy.Multiplier = 3, time.Hour, 1
 			dc.InboxRetention = 2 * time.Hour
 		}, []string{"InboxRetention (2h0m0s)", "Config.Lease (10s)", "retry schedule (2h0m0s)"}},
+		{"PipelineOfAnotherDriver", func(rc *relay.Config, dc *notification.Config) { rc.Pipeline = pgxtx.Pipeline },
+			[]string{"Config.Pipeline", "pgx's stdlib"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/tidings-go/tidings/dbtx"
 	"github.com/tidings-go/tidings/internal/ident"
 )
 
@@ -47,6 +48,14 @@ type Config struct {
 	// default, means the relay does not listen and finds new records on
 	// the SweepInterval alone: set a short one then.
 	Listener Listener
+
+	// Pipeline sends several statements in one round trip on the pool's
+	// driver, for the transactions of a sink that holds one per claim (the
+	// notification dispatcher sends its BEGIN with the inbox claim and its
+	// settle with its COMMIT: two round trips fewer of five, per claim).
+	// pgxtx.Pipeline for a pool of pgx's (package dbtx/pgxtx); lib/pq has
+	// none. Nil, the default, sends each statement alone.
+	Pipeline dbtx.Pipeline
 
 	// BatchSize is the most records one claim takes; of one lane it
 	// takes at most 1,000, whatever BatchSize. Default 500.

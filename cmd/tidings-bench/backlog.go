@@ -83,7 +83,7 @@ func runChild(ctx context.Context, arg string) error {
 	if err != nil {
 		return err
 	}
-	rl := supervise(db, dc.relayConfig(s, l), disp)
+	rl := supervise(db, dc.relayConfig(s, cc.Driver, l), disp)
 	select {
 	case <-dl.done:
 	case <-rl.exited:

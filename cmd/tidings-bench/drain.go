@@ -100,9 +100,9 @@ func (d drainConfig) repeats() delivery.Repeat {
 // statements.
 const relayPool = relay.ConnectionsDefault + 10
 
-func (d drainConfig) relayConfig(s benchSchema, l relay.Listener) relay.Config {
-	return relay.Config{Module: module, Schema: s.name, Listener: l, BatchSize: d.batch, Concurrency: d.conc,
-		LaneLimit: d.lane}
+func (d drainConfig) relayConfig(s benchSchema, drv driver, l relay.Listener) relay.Config {
+	return relay.Config{Module: module, Schema: s.name, Listener: l, Pipeline: drv.pipeline(), BatchSize: d.batch,
+		Concurrency: d.conc, LaneLimit: d.lane}
 }
 
 func (d drainConfig) dispatcher(dl delivery.Delivery) (*notification.Dispatcher, error) {
@@ -183,7 +183,7 @@ func drainOnce(ctx context.Context, cfg config, srv server, postmaster int, n in
 	if err != nil {
 		return r, err
 	}
-	rl := supervise(db, dc.relayConfig(s, l), disp)
+	rl := supervise(db, dc.relayConfig(s, srv.driver, l), disp)
 	stopSampling := func() error { return nil }
 	if window > 0 {
 		stopSampling = sampleWindows(ctx, own, s, postmaster, window, &r.windowUse)

@@ -15,6 +15,8 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // the pgx driver
 	_ "github.com/lib/pq"              // the pq driver
 
+	"github.com/tidings-go/tidings/dbtx"
+	"github.com/tidings-go/tidings/dbtx/pgxtx"
 	"github.com/tidings-go/tidings/internal/pgtemp"
 	"github.com/tidings-go/tidings/relay"
 	"github.com/tidings-go/tidings/relay/pgxlisten"
@@ -56,6 +58,15 @@ func (d driver) listener(dsn string) (relay.Listener, error) {
 		return nil, fmt.Errorf("parse the URL for pgx: %w", err)
 	}
 	return pgxlisten.New(cc), nil
+}
+
+// pipeline is the relay's Config.Pipeline through the driver: pgx's
+// batches, and none on lib/pq.
+func (d driver) pipeline() dbtx.Pipeline {
+	if d == driverPq {
+		return nil
+	}
+	return pgxtx.Pipeline
 }
 
 // server is the PostgreSQL server the benchmarks run on, and the driver

@@ -225,7 +225,7 @@ func steadyOnce(ctx context.Context, cfg config, srv server, postmaster, rate in
 	if err != nil {
 		return steadyResult{}, err
 	}
-	rc := dc.relayConfig(s, nil)
+	rc := dc.relayConfig(s, srv.driver, nil)
 	if w.listen {
 		if rc.Listener, err = srv.driver.listener(srv.dsn); err != nil {
 			return steadyResult{}, err

@@ -8,17 +8,24 @@
 //	err = tx.Commit(ctx)
 //
 // The statements, their validation, the ids, the headers and the wake-up
-// at commit are those of database/sql staging: only the call differs. It is
-// a package of its own so that the library's other packages never import
-// pgx, and lib/pq users never download it.
+// at commit are those of database/sql staging: only the call differs.
+//
+// Pipeline sends the statements of the dispatcher's transactions in pgx's
+// batches, two round trips fewer per claim: give it to the relay as its
+// Config's Pipeline. It is a package of its own so that the library's
+// other packages never import pgx, and lib/pq users never download it.
 package pgxtx
 
 import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"strings"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/tidings-go/tidings/dbtx"
 )
@@ -61,3 +68,33 @@ type result pgconn.CommandTag
 func (r result) LastInsertId() (int64, error) { return 0, ErrNoLastInsertID }
 
 func (r result) RowsAffected() (int64, error) { return pgconn.CommandTag(r).RowsAffected(), nil }
+
+// Pipeline is a dbtx.Pipeline for a *sql.DB of pgx's (stdlib.OpenDB,
+// stdlib.OpenDBFromPool): it sends the statements as one pgx batch, in
+// one round trip. Give it to the relay as its Config's Pipeline.
+func Pipeline(ctx context.Context, conn any, stmts []dbtx.Statement) error {
+	c, ok := conn.(*stdlib.Conn)
+	if !ok {
+		return fmt.Errorf("pgxtx: a pipeline needs a connection of pgx's stdlib, not a %T", conn)
+	}
+	b := &pgx.Batch{}
+	for _, st := range stmts {
+		q := b.Queue(st.Query, st.Args...)
+		if st.Rows != nil {
+			q.Query(func(rows pgx.Rows) error { return st.Rows(rows) })
+			continue
+		}
+		q.Exec(func(tag pgconn.CommandTag) error {
+			// A COMMIT of a failed transaction is answered ROLLBACK.
+			if tag.String() == "ROLLBACK" && !strings.HasPrefix(strings.ToUpper(strings.TrimSpace(st.Query)), "ROLLBACK") {
+				return ErrRolledBack
+			}
+			return nil
+		})
+	}
+	return c.Conn().SendBatch(ctx, b).Close()
+}
+
+// ErrRolledBack is a Pipeline's error for a COMMIT the server answered
+// with ROLLBACK: its transaction had failed, and nothing of it committed.
+var ErrRolledBack = errors.New("pgxtx: the transaction had failed: COMMIT rolled it back")

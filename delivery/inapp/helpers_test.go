@@ -75,6 +75,7 @@ func (b testBundle) run(t *testing.T, dl delivery.Delivery) *notification.Client
 		Module:        module,
 		Schema:        b.schema,
 		Listener:      drivertest.For(t).Listener(t, pgtest.URL(t)),
+		Pipeline:      drivertest.For(t).Pipeline(),
 		HandTimeout:   5 * time.Second,
 		Lease:         10 * time.Second,
 		SweepInterval: time.Hour,

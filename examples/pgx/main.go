@@ -169,11 +169,14 @@ func (s *service) Run(ctx context.Context) error {
 }
 
 // relayConfig is the relay of the module: woken at commit by a LISTEN
-// session through pgx, on a connection of its own beside the pool.
+// session through pgx, on a connection of its own beside the pool, and
+// sending its sink's BEGIN and COMMIT with the statements next to them in
+// pgx's batches.
 func (s *service) relayConfig() relay.Config {
 	return relay.Config{
 		Module:   module,
 		Schema:   s.schema,
 		Listener: pgxlisten.New(s.pool.Config().ConnConfig),
+		Pipeline: pgxtx.Pipeline,
 	}
 }

@@ -190,3 +190,12 @@ func pgxDSN(dsn string) string {
 	u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20")
 	return u.String()
 }
+
+// Pipeline returns the relay's Config.Pipeline of d: pgxtx.Pipeline on
+// pgx, and none on lib/pq.
+func (d Driver) Pipeline() dbtx.Pipeline {
+	if d != PGX {
+		return nil
+	}
+	return pgxtx.Pipeline
+}
