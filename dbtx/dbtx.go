@@ -2,7 +2,8 @@
 // to run its statements there. *sql.DB, *sql.Tx and *sql.Conn have both
 // methods, and so do wrappers such as sqlx's. Staging, cancelling, settling
 // and an inbox claim take the caller's transaction, so that what they
-// write commits with the caller's own writes, or not at all.
+// write commits with the caller's own writes, or not at all. Pipeline is
+// what a driver's own package adds: several statements in one round trip.
 package dbtx
 
 import (

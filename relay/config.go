@@ -50,9 +50,10 @@ type Config struct {
 	Listener Listener
 
 	// Pipeline sends several statements in one round trip on the pool's
-	// driver, for the transactions of a sink that holds one per claim (the
-	// notification dispatcher sends its BEGIN with the inbox claim and its
-	// settle with its COMMIT: two round trips fewer of five, per claim).
+	// driver, for the transactions of a sink (the notification dispatcher
+	// sends its BEGIN with the inbox claim, and the settle of requests that
+	// share a commit with the COMMIT: a round trip or two fewer per
+	// transaction).
 	// pgxtx.Pipeline for a pool of pgx's (package dbtx/pgxtx); lib/pq has
 	// none. Nil, the default, sends each statement alone.
 	Pipeline dbtx.Pipeline
