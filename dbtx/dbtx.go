@@ -47,8 +47,8 @@ type Rows interface {
 // order. A statement that fails fails those after it, unrun, and is the
 // error; so is a COMMIT the server answered with ROLLBACK (its
 // transaction had failed). With one, a transaction sends its BEGIN with
-// its first statement and its last writes with its COMMIT: two round
-// trips fewer. database/sql has no such call: a driver's own package
+// its first statement and its last writes with its COMMIT: a round trip
+// or two fewer. database/sql has no such call: a driver's own package
 // provides it (dbtx/pgxtx.Pipeline), and a nil Pipeline sends each
 // statement alone.
 type Pipeline func(ctx context.Context, conn any, stmts []Statement) error

@@ -17,7 +17,7 @@ func TestMain(m *testing.M) {
 	pgtest.Main(m)
 }
 
-// conn is a connection of a pgx pool with a temporary table t of one
+// conn is a connection of a pool of d's with a temporary table t of one
 // column.
 func conn(t *testing.T, d drivertest.Driver) *sql.Conn {
 	t.Helper()
