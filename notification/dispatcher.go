@@ -457,6 +457,9 @@ func (d *Dispatcher) deliverAll(ctx context.Context, bind *binding, b *relay.Bat
 			b.Answer(j.i, results[k])
 		}
 	}
+	// The writes that end the transaction go with its COMMIT, and their
+	// errors with its.
+	later := tx.later()
 	if !jobs[0].ch.shared {
 		// A transaction of its own commits a delivery's claim alone; the
 		// relay's settle writes the outcome after the commit, in one
@@ -467,11 +470,10 @@ func (d *Dispatcher) deliverAll(ctx context.Context, bind *binding, b *relay.Bat
 		// the key, where its duplicates read it before the relay settles
 		// its row.
 		if len(release) == 0 && first[jobs[0].p.ID] {
-			// These writes go with the COMMIT, and their errors with its.
 			if j := jobs[0]; j.req.DedupKey != "" && delivered[0] {
-				_, _ = tx.later().ExecContext(txCtx, bind.policy.keyReference, d.cfg.Consumer, j.req.DedupKey, outs[0].Reference())
+				_, _ = later.ExecContext(txCtx, bind.policy.keyReference, d.cfg.Consumer, j.req.DedupKey, outs[0].Reference())
 			}
-			if err := d.stageReceipts(txCtx, bind, tx.later(), jobs, outs, delivered); err != nil {
+			if err := d.stageReceipts(txCtx, bind, later, jobs, outs, delivered); err != nil {
 				notCommitted(err)
 				return
 			}
@@ -483,8 +485,6 @@ func (d *Dispatcher) deliverAll(ctx context.Context, bind *binding, b *relay.Bat
 		b.Answer(jobs[0].i, results[0])
 		return
 	}
-	// These writes go with the COMMIT, and their errors with its.
-	later := tx.later()
 	if len(release) > 0 {
 		if err := bind.inbox.Release(txCtx, later, d.cfg.Consumer, release); err != nil {
 			notCommitted(err)
