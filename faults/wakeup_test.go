@@ -41,13 +41,18 @@ func testLostWakeUp(t *testing.T, _ drivertest.Driver) {
 	waitFor(t, 10*time.Second, func() bool { return b.sessions(t, appListen) == 1 },
 		func() string { return "the LISTEN session" })
 
-	// Stage 5 events every 100 ms for 3.5 s. At 0.5 s the LISTEN session
-	// is killed and kept away for 2.5 s, two and a half sweeps.
+	// Stage an event every 100 ms for 3.5 s. At 0.5 s the LISTEN session
+	// is killed and kept away for 2.5 s, two and a half sweeps. One at a
+	// time: the test measures how long an event waits for its claim, not
+	// how fast the relay drains. Five at a time, 50 a second, with the
+	// hands of up to 0.6 s that a loaded two-core machine gave under
+	// -race, are more hands in flight than Concurrency's 20: events
+	// queued for a free slot, whatever woke the relay.
 	const (
 		every               = 100 * time.Millisecond
 		ticks               = 35
 		killAt, restoreAt   = 5, 30
-		perTick             = 5
+		perTick             = 1
 		maxLatency          = 2 * sweep
 		listenerBackWithin  = 10 * time.Second
 		everythingProcessed = 20 * time.Second
@@ -98,7 +103,10 @@ func testLostWakeUp(t *testing.T, _ drivertest.Driver) {
 	// measured against what the machine gave the wake-ups before the
 	// kill: on a loaded two-core machine under -race even they took more
 	// than a second to be claimed, and a fixed bound failed on the load,
-	// not on the sweep.
+	// not on the sweep. An event handed again (on such a machine a
+	// delivery can overrun deliveryTimeout) was claimed last after a failed
+	// hand and a retry's delay, which says nothing of its wake-up: it is
+	// logged with its error and left out of the figures.
 	var base float64
 	for i, name := range []string{"before the kill", "while the LISTEN session was away", "after it came back"} {
 		var n int
@@ -112,7 +120,8 @@ func testLostWakeUp(t *testing.T, _ drivertest.Driver) {
 			pq.Array(phases[i]), cfg.Lease.Seconds()).Scan(&n, &worst, &median, &processed))
 		t.Logf("%d events staged %s: staging to the claim took at most %.3f s (median %.3f s), to processing at most %.3f s; sweep %s",
 			n, name, worst, median, processed, sweep)
-		require.Equal(t, len(phases[i]), n, "every event processed at its first hand")
+		require.Equal(t, len(phases[i]), n+b.logHandedAgain(t, phases[i]), "every event staged %s processed", name)
+		require.NotZero(t, n, "no event staged %s was processed at its first hand: nothing tells how soon it was claimed", name)
 		if i == 0 {
 			base = worst
 			continue
@@ -123,4 +132,27 @@ func testLostWakeUp(t *testing.T, _ drivertest.Driver) {
 
 	stopRelay()
 	b.checkLedger(t)
+}
+
+// logHandedAgain logs the events of ids processed at a later hand than the
+// first, with what the hand before left, and counts them.
+func (b testBundle) logHandedAgain(t *testing.T, ids []string) int {
+	t.Helper()
+	rows, err := b.db.QueryContext(t.Context(), `SELECT id, hands, last_error FROM "`+b.schema+`".outbox
+		WHERE id = ANY($1::uuid[]) AND hands > 1 AND processed_at IS NOT NULL`, pq.Array(ids))
+	require.NoError(t, err)
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var id, lastError string
+		var hands int
+		require.NoError(t, rows.Scan(&id, &hands, &lastError))
+		if lastError == "" {
+			lastError = "no settle (its lease ran out)"
+		}
+		t.Logf("event %s processed at hand %d, after: %s", id, hands, lastError)
+		n++
+	}
+	require.NoError(t, rows.Err())
+	return n
 }
