@@ -41,9 +41,13 @@ func newBrowser(t *testing.T) *browser {
 		t.Fatalf("Chromium is not installed, and the console's browser tests need it: run scripts/ensure-chromium.sh "+
 			"(on Debian: apt-get install chromium chromium-driver): %v", err)
 	}
+	dir := t.TempDir()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(path),
-		chromedp.UserDataDir(t.TempDir()),
+		chromedp.UserDataDir(dir),
+		// Its temporary files too: the directory of its singleton socket
+		// outlives a browser that is stopped rather than closed.
+		chromedp.Env("TMPDIR="+dir),
 		chromedp.NoSandbox,
 		chromedp.DisableGPU,
 		chromedp.Flag("disable-quic", true),
