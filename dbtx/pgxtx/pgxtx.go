@@ -12,8 +12,9 @@
 //
 // Pipeline sends the statements of the dispatcher's transactions in pgx's
 // batches, a round trip or two fewer per transaction: give it to the
-// relay as its Config's Pipeline. It is a package of its own so that the library's
-// other packages never import pgx, and lib/pq users never download it.
+// relay as its Config's Pipeline. It is a package of its own so that the
+// library's other packages never import pgx, and lib/pq users never
+// download it.
 package pgxtx
 
 import (
