@@ -123,7 +123,7 @@ func requireOneRowPerVersion(t *testing.T, db *sql.DB, schema string) []migratio
 }
 
 // migratedTables are the tables of a schema that Migrate made, in order.
-var migratedTables = []string{"dedup", "inbox", "migrations", "outbox", "preference", "quiet_hours", "secret", "suppression", "timeline",
+var migratedTables = []string{"dedup", "inbox", "migrations", "outbox", "preference", "quiet_hours", "suppression", "timeline",
 	"transient_failure"}
 
 // tables returns the tables of schema. It works in a cleanup too, after

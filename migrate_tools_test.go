@@ -19,6 +19,7 @@ import (
 	"github.com/golang-migrate/migrate/v4"
 	_ "github.com/golang-migrate/migrate/v4/database/postgres" // the postgres:// URLs of migrate.New
 	"github.com/golang-migrate/migrate/v4/source/iofs"
+	"github.com/google/uuid"
 	"github.com/pressly/goose/v3"
 	"github.com/stretchr/testify/require"
 
@@ -96,16 +97,9 @@ var migrationTools = []migrationTool{
 		versionTable: func(c string) string { return "schema_migrations_" + c },
 		run: func(t *testing.T, dsn string, c component, table string, up bool) int64 {
 			t.Helper()
-			files, err := tidings.MigrationFiles(c.fs, tidings.GolangMigrate)
-			require.NoError(t, err)
-			src, err := iofs.New(files, ".")
-			require.NoError(t, err)
-			m, err := migrate.NewWithSourceInstance("iofs", src, withQuery(t, dsn, "x-migrations-table", table))
-			require.NoError(t, err)
-			defer func() {
-				srcErr, dbErr := m.Close()
-				require.NoError(t, errors.Join(srcErr, dbErr))
-			}()
+			m, closeM := golangMigrate(t, dsn, c, table)
+			defer closeM()
+			var err error
 			if up {
 				err = m.Up()
 			} else {
@@ -123,6 +117,23 @@ var migrationTools = []migrationTool{
 			return int64(version)
 		},
 	},
+}
+
+// golangMigrate opens golang-migrate's migrator of c's files in the
+// schema that the search_path of dsn names, with table as c's version
+// table, and returns it with the function that closes it.
+func golangMigrate(t *testing.T, dsn string, c component, table string) (*migrate.Migrate, func()) {
+	t.Helper()
+	files, err := tidings.MigrationFiles(c.fs, tidings.GolangMigrate)
+	require.NoError(t, err)
+	src, err := iofs.New(files, ".")
+	require.NoError(t, err)
+	m, err := migrate.NewWithSourceInstance("iofs", src, withQuery(t, dsn, "x-migrations-table", table))
+	require.NoError(t, err)
+	return m, func() {
+		srcErr, dbErr := m.Close()
+		require.NoError(t, errors.Join(srcErr, dbErr))
+	}
 }
 
 // versionTables returns a pattern of the version tables of comps, and of
@@ -352,4 +363,50 @@ func TestMigrationTools(t *testing.T) {
 		require.ErrorContains(t, err, `"flyway"`)
 		require.Nil(t, files)
 	})
+}
+
+// TestSecretsMoveIntoTheirRows upgrades a schema with a pending record's
+// secret in the secret table of relay version 10 to version 11, which
+// keeps secrets in the outbox rows, and back: the secret is never lost,
+// and the record without one gains none.
+func TestSecretsMoveIntoTheirRows(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	schema, dsn := createSchema(t)
+	m, closeM := golangMigrate(t, dsn, everyComponent[0].component, "schema_migrations_relay")
+	defer closeM()
+	db := pgtest.AdminDB(t)
+	q := `"` + schema + `".`
+	withSecret, without := uuid.New(), uuid.New()
+
+	require.NoError(t, m.Migrate(10))
+	_, err := db.ExecContext(ctx, `INSERT INTO `+q+`outbox (id, module, kind, payload, has_secret)
+		VALUES ($1, 'm', 'k', '{}', true), ($2, 'm', 'k', '{}', false)`, withSecret, without)
+	require.NoError(t, err)
+	_, err = db.ExecContext(ctx, `INSERT INTO `+q+`secret (record_id, value) VALUES ($1, 'code-1')`, withSecret)
+	require.NoError(t, err)
+
+	require.NoError(t, m.Migrate(11))
+	secrets := func(query string) map[uuid.UUID]string {
+		rows, err := db.QueryContext(ctx, query)
+		require.NoError(t, err)
+		defer rows.Close()
+		got := map[uuid.UUID]string{}
+		for rows.Next() {
+			var id uuid.UUID
+			var value string
+			require.NoError(t, rows.Scan(&id, &value))
+			got[id] = value
+		}
+		require.NoError(t, rows.Err())
+		return got
+	}
+	require.Equal(t, map[uuid.UUID]string{withSecret: "code-1"},
+		secrets(`SELECT id, secret FROM `+q+`outbox WHERE secret IS NOT NULL`), "up: the secret in its row")
+
+	require.NoError(t, m.Migrate(10))
+	require.Equal(t, map[uuid.UUID]string{withSecret: "code-1"},
+		secrets(`SELECT record_id, value FROM `+q+`secret`), "down: the secret back in its table")
+	require.Equal(t, map[uuid.UUID]string{withSecret: "true"},
+		secrets(`SELECT id, has_secret::text FROM `+q+`outbox WHERE has_secret`), "down: its row marked")
 }

@@ -518,7 +518,7 @@ func (b testBundle) dump(t *testing.T, s string) []string {
 	}
 	require.NoError(t, rows.Err())
 	rows.Close()
-	require.Contains(t, tables, "secret")
+	require.Contains(t, tables, "outbox", "the table that holds the secrets")
 	var hits []string
 	for _, table := range tables {
 		rows, err := b.db.QueryContext(t.Context(), fmt.Sprintf(`SELECT t::text FROM %q.%q t`, b.schema, table))

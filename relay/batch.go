@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -244,14 +243,14 @@ func settleArgs(st []settlement) []any {
 	n := len(st)
 	ids, hands, attempts, outcomes := make([]string, n), make([]int64, n), make([]int64, n), make([]string, n)
 	delays, texts, codes, took := make([]float64, n), make([]string, n), make([]string, n), make([]float64, n)
-	details, secrets, claims := make([]string, n), make([]string, n), make([]int64, n)
+	details, claims := make([]string, n), make([]int64, n)
 	for i, s := range st {
 		ids[i], hands[i], attempts[i], outcomes[i] = s.id.String(), int64(s.hand), int64(s.attempts), s.res.outcome.String()
 		delays[i], texts[i], codes[i], took[i] = s.res.delay.Seconds(), validate.Storable(s.res.text), validate.Storable(s.res.code), s.took.Seconds()
-		details[i], secrets[i], claims[i] = detailJSON(s.res.detail), strconv.FormatBool(s.secret), s.claim
+		details[i], claims[i] = detailJSON(s.res.detail), s.claim
 	}
 	return []any{pgarray.Of(ids), pgarray.Of(hands), pgarray.Of(outcomes), pgarray.Of(delays), pgarray.Of(texts), pgarray.Of(attempts),
-		pgarray.Of(codes), pgarray.Of(took), pgarray.Of(details), pgarray.Of(secrets), pgarray.Of(claims)}
+		pgarray.Of(codes), pgarray.Of(took), pgarray.Of(details), pgarray.Of(claims)}
 }
 
 // detailJSON is a Result's detail as the settle statement takes it: "{}"
@@ -278,7 +277,6 @@ type settlement struct {
 	attempts int
 	res      Result
 	took     time.Duration // from the claim to the answer
-	secret   bool          // claimed with a secret, which an end erases
 }
 
 func settlementOf(rec Record, res Result) settlement {
@@ -286,5 +284,5 @@ func settlementOf(rec Record, res Result) settlement {
 	if !rec.claimedAt.IsZero() {
 		took = time.Since(rec.claimedAt)
 	}
-	return settlement{id: rec.ID, claim: rec.claim, hand: rec.Hand, attempts: rec.Attempts, res: res, took: took, secret: rec.Secret != nil}
+	return settlement{id: rec.ID, claim: rec.claim, hand: rec.Hand, attempts: rec.Attempts, res: res, took: took}
 }

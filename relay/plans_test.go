@@ -84,13 +84,13 @@ func TestSettleKeepsOnePlan(t *testing.T) {
 	t.Parallel()
 	o := backlog(t, 100_000)
 	one := func(n int) string {
-		a := make([]string, 11)
-		for k, v := range []string{uuid.NewString(), "1", "done", "0", "", "0", "", "0.01", "{}", "false", "1"} {
+		a := make([]string, 10)
+		for k, v := range []string{uuid.NewString(), "1", "done", "0", "", "0", "", "0.01", "{}", "1"} {
 			a[k] = "'{" + strings.TrimSuffix(strings.Repeat(`"`+v+`",`, n), ",") + "}'"
 		}
 		return strings.Join(a, ", ")
 	}
-	pgtest.RequireOnePlan(t, o.q.settle, `(uuid[], int[], text[], float8[], text[], int[], text[], float8[], text[], bool[], bigint[])`,
+	pgtest.RequireOnePlan(t, o.q.settle, `(uuid[], int[], text[], float8[], text[], int[], text[], float8[], text[], bigint[])`,
 		[]string{one(1), one(9), one(3)})
 }
 

@@ -118,7 +118,7 @@ func newQueries(schema string) queries {
 	base := strings.NewReplacer("{t}", t, "{pending}", pending)
 	r := strings.NewReplacer("{t}", t, "{pending}", pending, "{pendingByID}", pendingByID,
 		"{lanes}", base.Replace(lanesCTE("$10", "$11")), "{nextLanes}", base.Replace(lanesCTE("$3", "$4")),
-		"{timeline}", ident.Quote(schema)+".timeline", "{secret}", ident.Quote(schema)+".secret",
+		"{timeline}", ident.Quote(schema)+".timeline",
 		"{deadFilter}", deadFilter, "{floorLag}", strconv.Itoa(int(floorLag.Seconds())))
 	return queries{
 		channel: schema + ident.ChannelSuffix,
@@ -181,25 +181,20 @@ func newQueries(schema string) queries {
 			ORDER BY m.ago DESC`),
 
 		stage: r.Replace(`WITH ins AS (
-			INSERT INTO {t} (id, module, kind, payload, headers, correlation_id, causation_id, available_at, lane, has_secret)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, coalesce($8, now()), $10, $11::bytea IS NOT NULL)
-			ON CONFLICT (id) DO NOTHING
-			RETURNING id),
-			sec AS (INSERT INTO {secret} (record_id, value) SELECT id, $11 FROM ins WHERE $11::bytea IS NOT NULL)
+			INSERT INTO {t} (id, module, kind, payload, headers, correlation_id, causation_id, available_at, lane, secret)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, coalesce($8, now()), $10, $11)
+			ON CONFLICT (id) DO NOTHING)
 			SELECT pg_notify($9, $2) WHERE $9::text IS NOT NULL`),
 		stageBatch: r.Replace(`WITH m AS (
 			SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
 				$8::timestamptz[], $10::text[], $11::text[])
 				AS m(id, module, kind, payload, headers, correlation_id, causation_id, not_before, lane, secret)),
 			ins AS (
-			INSERT INTO {t} (id, module, kind, payload, headers, correlation_id, causation_id, available_at, lane, has_secret)
+			INSERT INTO {t} (id, module, kind, payload, headers, correlation_id, causation_id, available_at, lane, secret)
 			SELECT id, module, kind, payload::jsonb, headers::jsonb, correlation_id, causation_id, coalesce(not_before, now()), lane,
-				secret IS NOT NULL
+				decode(secret, 'hex')
 			FROM m
-			ON CONFLICT (id) DO NOTHING
-			RETURNING id),
-			sec AS (INSERT INTO {secret} (record_id, value) SELECT m.id, decode(m.secret, 'hex') FROM m JOIN ins ON ins.id = m.id
-				WHERE m.secret IS NOT NULL)
+			ON CONFLICT (id) DO NOTHING)
 			SELECT pg_notify($9, module) FROM (SELECT DISTINCT unnest($2::text[]) AS module) mods
 			WHERE $9::text IS NOT NULL`),
 
@@ -327,7 +322,7 @@ func newQueries(schema string) queries {
 			SELECT id, lane, kind, payload, headers, correlation_id, causation_id,
 				created_at, attempts, hands, unsure, last_error, failed_at IS NOT NULL,
 				extract(epoch FROM now() - created_at),
-				CASE WHEN has_secret THEN (SELECT value FROM {secret} s WHERE s.record_id = claimed.id) END,
+				secret,
 				(SELECT count(*) FROM cand) = (SELECT count(*) FROM due),
 				extract(epoch FROM (SELECT at FROM later) - now()), claims,
 				(SELECT json_object_agg(lane, (extract(epoch FROM
@@ -361,9 +356,9 @@ func newQueries(schema string) queries {
 		// detail is its own last entry: Status reads it from processed_at,
 		// result, code, answered_hand and took_ms.
 		//
-		// A row that ends (done or dead) and was claimed with a secret
-		// ($10) loses it here, in one DELETE for the batch; the trigger
-		// erases only what an update ends with has_secret still set.
+		// A row that ends (done or dead) loses its secret here; the
+		// trigger erases only what an update ends with its secret still
+		// set.
 		//
 		// The arrays come through sub-selects, so that a plan does not
 		// know the batch's size and the server keeps one for a prepared
@@ -387,15 +382,13 @@ func newQueries(schema string) queries {
 						WHEN 'unsure' THEN clock_timestamp() + make_interval(secs => r.delay)
 						WHEN 'release' THEN clock_timestamp() + make_interval(secs => r.delay)
 						ELSE o.available_at END,
-					has_secret = o.has_secret AND NOT (r.secret AND r.outcome IN ('done', 'dead'))
+					secret = CASE WHEN r.outcome IN ('done', 'dead') THEN NULL ELSE o.secret END
 				FROM unnest((SELECT $1::uuid[]), (SELECT $2::int[]), (SELECT $3::text[]), (SELECT $4::float8[]),
 						(SELECT $5::text[]), (SELECT $6::int[]), (SELECT $7::text[]), (SELECT $8::float8[]),
-						(SELECT $9::text[]), (SELECT $10::bool[]), (SELECT $11::bigint[]))
-					AS r(id, hands, outcome, delay, text, attempts, code, took, detail, secret, claim)
+						(SELECT $9::text[]), (SELECT $10::bigint[]))
+					AS r(id, hands, outcome, delay, text, attempts, code, took, detail, claim)
 				WHERE o.id = r.id AND o.claims = r.claim AND o.hands = r.hands AND o.attempts = r.attempts AND {pendingByID}
-				RETURNING o.id, r.outcome, r.hands, r.code, r.text, r.took, o.available_at, r.detail,
-					r.secret AND r.outcome IN ('done', 'dead') AS erase),
-			erased AS (DELETE FROM {secret} WHERE record_id = ANY(ARRAY(SELECT id FROM up WHERE erase))),
+				RETURNING o.id, r.outcome, r.hands, r.code, r.text, r.took, o.available_at, r.detail),
 			entries AS (INSERT INTO {timeline} (record_id, event, hand, code, reason, detail)
 				SELECT id, outcome, hands, code, text, jsonb_build_object('took_ms', round(took * 1000)::bigint)
 					|| CASE WHEN outcome IN ('retry', 'unsure', 'release') THEN jsonb_build_object('due', available_at) ELSE '{}' END

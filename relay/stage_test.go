@@ -224,7 +224,7 @@ func TestStageWithAnIDOfItsOwnStagesOnce(t *testing.T) {
 	require.Equal(t, 2, b.count(t, "true"), "the id once, and the other message")
 	require.Equal(t, 1, b.count(t, "id = '"+id.String()+"' AND payload = '{\"n\":1}'"), "the first staging stands")
 	var secret []byte
-	require.NoError(t, b.db.QueryRowContext(t.Context(), `SELECT value FROM "`+b.schema+`".secret WHERE record_id = $1`, id).Scan(&secret))
+	require.NoError(t, b.db.QueryRowContext(t.Context(), `SELECT secret FROM "`+b.schema+`".outbox WHERE id = $1`, id).Scan(&secret))
 	require.Equal(t, "s1", string(secret), "and its secret")
 }
 
