@@ -373,7 +373,7 @@ func TestSecretsMoveIntoTheirRows(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	schema, dsn := createSchema(t)
-	m, closeM := golangMigrate(t, dsn, everyComponent[0].component, "schema_migrations_relay")
+	m, closeM := golangMigrate(t, dsn, component{name: "relay", fs: relay.Migrations()}, "schema_migrations_relay")
 	defer closeM()
 	db := pgtest.AdminDB(t)
 	q := `"` + schema + `".`
