@@ -86,19 +86,18 @@ func float(b *strings.Builder, f float64) {
 }
 
 // quote writes s as a quoted array element: a backslash before each quote
-// and backslash.
+// and backslash. It writes the runs between them whole; a JSON document
+// has a quote every few bytes.
 func quote(b *strings.Builder, s string) {
 	b.WriteByte('"')
-	for {
-		i := strings.IndexAny(s, `"\`)
-		if i < 0 {
-			break
+	run := 0
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '"' || c == '\\' {
+			b.WriteString(s[run:i])
+			b.WriteByte('\\')
+			run = i
 		}
-		b.WriteString(s[:i])
-		b.WriteByte('\\')
-		b.WriteByte(s[i])
-		s = s[i+1:]
 	}
-	b.WriteString(s)
+	b.WriteString(s[run:])
 	b.WriteByte('"')
 }

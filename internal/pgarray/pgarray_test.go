@@ -128,3 +128,17 @@ func BenchmarkOf(b *testing.B) {
 		_ = pgarray.Of(subjects)
 	}
 }
+
+// BenchmarkOfPayloads writes the literal of a batch's payloads, as
+// Outbox.StageBatch does: JSON, whose every quote is escaped.
+func BenchmarkOfPayloads(b *testing.B) {
+	payloads := make([]string, 500)
+	for i := range payloads {
+		payloads[i] = `{"channel":"mail","recipient":"user` + strconv.Itoa(i) +
+			`@example.com","template":"welcome","data":{"name":"Ada","seq":` + strconv.Itoa(i) + `}}`
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = pgarray.Of(payloads)
+	}
+}
