@@ -105,8 +105,8 @@ var serverSettings = []string{
 	"idle_in_transaction_session_timeout",
 }
 
-// readSettings reads serverSettings and the version string, and fails
-// unless the server flushes every commit.
+// readSettings reads serverSettings, the database's collation and the
+// version string, and fails unless the server flushes every commit.
 func readSettings(ctx context.Context, db *sql.DB) (version string, settings [][2]string, err error) {
 	if err := db.QueryRowContext(ctx, `SELECT version()`).Scan(&version); err != nil {
 		return "", nil, fmt.Errorf("read the server version: %w", err)
@@ -121,6 +121,14 @@ func readSettings(ctx context.Context, db *sql.DB) (version string, settings [][
 			return "", nil, fmt.Errorf("the server has %s off: figures measured without durability say nothing about production; use a server with fsync, synchronous_commit and full_page_writes on", name)
 		}
 	}
+	// The outbox's and the inbox's text keys (a module, a lane, a
+	// consumer) compare in the database's collation; the rules' keys byte
+	// by byte.
+	var collation string
+	if err := db.QueryRowContext(ctx, `SELECT datcollate FROM pg_database WHERE datname = current_database()`).Scan(&collation); err != nil {
+		return "", nil, fmt.Errorf("read the database's collation: %w", err)
+	}
+	settings = append(settings, [2]string{"the database's collation", collation})
 	return version, settings, nil
 }
 

@@ -46,6 +46,7 @@ func TestEveryScenarioRuns(t *testing.T) {
 	report := out.String()
 	for _, want := range []string{
 		"- fsync: on",
+		"- the database's collation: C", // pgtemp's initdb --no-locale
 		"### Ceiling (pgbench, same run)",
 		"| pgbench: 50 deliveries per tx, 2 clients | events/s |",
 		"| pgbench: 50 deliveries per tx, 2 clients: CPU the hypervisor gave other machines (steal) | cores |",
