@@ -126,23 +126,29 @@ func requireOneRowPerVersion(t *testing.T, db *sql.DB, schema string) []migratio
 var migratedTables = []string{"dedup", "inbox", "migrations", "outbox", "preference", "quiet_hours", "suppression", "timeline",
 	"transient_failure"}
 
-// tables returns the tables of schema. It works in a cleanup too, after
-// the test's context is cancelled.
+// tables returns the tables of schema, in a cleanup too.
 func tables(t *testing.T, db *sql.DB, schema string) []string {
 	t.Helper()
-	rows, err := db.QueryContext(context.Background(), `SELECT c.relname FROM pg_catalog.pg_class c
+	return texts(t, db, `SELECT c.relname FROM pg_catalog.pg_class c
 		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 		WHERE n.nspname = $1 AND c.relkind = 'r' ORDER BY 1`, schema)
+}
+
+// texts returns the one column of the rows query gives. It works in a
+// cleanup too, after the test's context is cancelled.
+func texts(t *testing.T, db *sql.DB, query string, args ...any) []string {
+	t.Helper()
+	rows, err := db.QueryContext(context.Background(), query, args...)
 	require.NoError(t, err)
 	defer rows.Close()
-	var names []string
+	var values []string
 	for rows.Next() {
-		var name string
-		require.NoError(t, rows.Scan(&name))
-		names = append(names, name)
+		var v string
+		require.NoError(t, rows.Scan(&v))
+		values = append(values, v)
 	}
 	require.NoError(t, rows.Err())
-	return names
+	return values
 }
 
 func TestMigrate(t *testing.T) {
@@ -195,6 +201,22 @@ func TestMigrate(t *testing.T) {
 		require.Equal(t, migratedTables, tables(t, pgtest.AdminDB(t), schema))
 	})
 
+	t.Run("TheRulesKeysCompareBytewise", func(t *testing.T) {
+		t.Parallel()
+		db := pgtest.AdminDB(t)
+		schema := newSchema(t)
+		require.NoError(t, tidings.Migrate(t.Context(), db, schema))
+
+		// Whatever the database's collation (the test cluster's is "C"
+		// anyway): under a linguistic one every search of these keys'
+		// indexes and every sort of dedup keys calls the C library.
+		bytewise := texts(t, db, `SELECT table_name || '.' || column_name FROM information_schema.columns
+			WHERE table_schema = $1 AND collation_name = 'C' ORDER BY 1`, schema)
+		require.Equal(t, []string{"dedup.consumer", "dedup.key", "preference.category", "preference.channel", "preference.subject",
+			"quiet_hours.subject", "suppression.address", "suppression.channel", "suppression.scope",
+			"transient_failure.address", "transient_failure.channel"}, bytewise)
+	})
+
 	t.Run("BadSchemaNamesCreateNothing", func(t *testing.T) {
 		t.Parallel()
 		db := pgtest.AdminDB(t)
@@ -202,20 +224,10 @@ func TestMigrate(t *testing.T) {
 		// create and drop schemas named t_... meanwhile, and sessions that
 		// use temporary tables create pg_temp_N: leave them out.
 		others := func() []string {
-			rows, err := db.QueryContext(t.Context(), `SELECT nspname FROM pg_catalog.pg_namespace
+			return texts(t, db, `SELECT nspname FROM pg_catalog.pg_namespace
 				WHERE nspname NOT LIKE 't\_%' AND nspname NOT LIKE 'pg\_temp\_%'
 					AND nspname NOT LIKE 'pg\_toast\_temp\_%'
 				ORDER BY 1`)
-			require.NoError(t, err)
-			defer rows.Close()
-			var names []string
-			for rows.Next() {
-				var name string
-				require.NoError(t, rows.Scan(&name))
-				names = append(names, name)
-			}
-			require.NoError(t, rows.Err())
-			return names
 		}
 		before := others()
 
@@ -330,22 +342,14 @@ func TestMigrationFiles(t *testing.T) {
 // shape describes the tables and indexes of schema, without its name.
 func shape(t *testing.T, db *sql.DB, schema string) []string {
 	t.Helper()
-	rows, err := db.QueryContext(t.Context(), `
-		SELECT format('column %s.%s %s null=%s default=%s', table_name, column_name, data_type, is_nullable, coalesce(column_default, ''))
+	lines := texts(t, db, `
+		SELECT format('column %s.%s %s null=%s default=%s collation=%s', table_name, column_name, data_type, is_nullable,
+			coalesce(column_default, ''), coalesce(collation_name, ''))
 		FROM information_schema.columns WHERE table_schema = $1 AND table_name <> 'migrations'
 		UNION ALL
 		SELECT format('index %s', replace(indexdef, $2, 'SCHEMA.'))
 		FROM pg_catalog.pg_indexes WHERE schemaname = $1 AND tablename <> 'migrations'
 		ORDER BY 1`, schema, schema+".")
-	require.NoError(t, err)
-	defer rows.Close()
-	var lines []string
-	for rows.Next() {
-		var line string
-		require.NoError(t, rows.Scan(&line))
-		lines = append(lines, line)
-	}
-	require.NoError(t, rows.Err())
 	require.NotEmpty(t, lines)
 	return lines
 }

@@ -210,7 +210,7 @@ func requireUpDownUp(t *testing.T, tool migrationTool, comps []component) string
 // whose names ignore matches and what is theirs.
 func catalog(t *testing.T, schema, ignore string) []string {
 	t.Helper()
-	rows, err := pgtest.AdminDB(t).QueryContext(t.Context(), `
+	lines := texts(t, pgtest.AdminDB(t), `
 		WITH rel AS (
 			SELECT c.oid, c.relname, c.relkind, c.reloptions FROM pg_catalog.pg_class c
 			JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
@@ -238,15 +238,9 @@ func catalog(t *testing.T, schema, ignore string) []string {
 		FROM pg_catalog.pg_type t JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace
 		WHERE n.nspname = $1 AND t.typtype NOT IN ('b', 'c') -- not a table's row type or its array
 		ORDER BY 1`, schema, ignore)
-	require.NoError(t, err)
-	defer rows.Close()
-	var lines []string
-	for rows.Next() {
-		var line string
-		require.NoError(t, rows.Scan(&line))
-		lines = append(lines, strings.ReplaceAll(line, schema+".", "SCHEMA."))
+	for i, line := range lines {
+		lines[i] = strings.ReplaceAll(line, schema+".", "SCHEMA.")
 	}
-	require.NoError(t, rows.Err())
 	return lines
 }
 

@@ -202,7 +202,7 @@ func serverCatalog(t *testing.T, db *sql.DB) []string {
 	t.Helper()
 	const others = `n.nspname NOT LIKE 't\_%' AND n.nspname NOT LIKE 'pg\_temp\_%'
 		AND n.nspname NOT LIKE 'pg\_toast%'`
-	rows, err := db.QueryContext(context.Background(), `
+	objects := texts(t, db, `
 		SELECT 'schema ' || n.nspname FROM pg_catalog.pg_namespace n
 			WHERE n.nspname NOT LIKE 't\_%' AND n.nspname NOT LIKE 'pg\_temp\_%' AND n.nspname NOT LIKE 'pg\_toast\_temp\_%'
 		UNION ALL
@@ -216,15 +216,6 @@ func serverCatalog(t *testing.T, db *sql.DB) []string {
 		UNION ALL
 		SELECT 'database ' || datname FROM pg_catalog.pg_database
 		ORDER BY 1`)
-	require.NoError(t, err)
-	defer rows.Close()
-	var objects []string
-	for rows.Next() {
-		var o string
-		require.NoError(t, rows.Scan(&o))
-		objects = append(objects, o)
-	}
-	require.NoError(t, rows.Err())
 	require.NotEmpty(t, objects)
 	return objects
 }

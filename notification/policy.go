@@ -292,9 +292,11 @@ func newPolicyQueries(schema string) policyQueries {
 
 		// Keys in order, so two transactions claiming overlapping keys
 		// wait for each other instead of deadlocking. A key another open
-		// transaction holds makes this wait for its end.
+		// transaction holds makes this wait for its end. The order is the
+		// bytes', as the table's: the parameter's would be the database's
+		// collation.
 		claimKeys: r.Replace(`INSERT INTO {dedup} (consumer, key, event_id)
-			SELECT $1, key, event_id FROM unnest($2::text[], $3::uuid[]) AS k(key, event_id) ORDER BY key
+			SELECT $1, key, event_id FROM unnest($2::text[], $3::uuid[]) AS k(key, event_id) ORDER BY key COLLATE "C"
 			ON CONFLICT (consumer, key) DO NOTHING
 			RETURNING key`),
 		// The reference of a delivered request that holds key $2, in the
@@ -403,7 +405,8 @@ func (c *Client) DeletePreference(ctx context.Context, tx dbtx.Execer, subject, 
 	return nil
 }
 
-// Preferences returns subject's preferences, by category and channel.
+// Preferences returns subject's preferences, by category and channel (in
+// the order of their bytes, whatever the database's collation).
 func (c *Client) Preferences(ctx context.Context, subject string) ([]Preference, error) {
 	if err := checkSubject(subject); err != nil {
 		return nil, err

@@ -193,7 +193,8 @@ const (
 )
 
 // Suppressions returns a page of the suppressions f selects, by channel,
-// address and scope; pass the last of a page as f.After for the next.
+// address and scope (in the order of their bytes, whatever the database's
+// collation); pass the last of a page as f.After for the next.
 // The push tokens a provider reported unregistered are the suppressions of
 // channel "push": an application removes them from its own device tables.
 func (c *Client) Suppressions(ctx context.Context, f *SuppressionFilter) ([]Suppression, error) {

@@ -1,0 +1,23 @@
+-- The keys of the recipient rules compare byte by byte, whatever the
+-- database's collation. Under a linguistic one (en_US.UTF-8, the default
+-- of many servers) every comparison of an index's search and every sort
+-- of keys went through the C library's collation, and taking a claim's
+-- dedup keys cost PostgreSQL half as much again as under "C"
+-- (docs/bench/HISTORY.md). Equality is the same under both; the order
+-- of a listing of suppressed addresses becomes the bytes' order.
+ALTER TABLE dedup
+    ALTER COLUMN consumer TYPE text COLLATE "C",
+    ALTER COLUMN key TYPE text COLLATE "C";
+ALTER TABLE preference
+    ALTER COLUMN subject TYPE text COLLATE "C",
+    ALTER COLUMN category TYPE text COLLATE "C",
+    ALTER COLUMN channel TYPE text COLLATE "C";
+ALTER TABLE quiet_hours
+    ALTER COLUMN subject TYPE text COLLATE "C";
+ALTER TABLE suppression
+    ALTER COLUMN channel TYPE text COLLATE "C",
+    ALTER COLUMN address TYPE text COLLATE "C",
+    ALTER COLUMN scope TYPE text COLLATE "C";
+ALTER TABLE transient_failure
+    ALTER COLUMN channel TYPE text COLLATE "C",
+    ALTER COLUMN address TYPE text COLLATE "C";
