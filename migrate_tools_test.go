@@ -205,9 +205,10 @@ func requireUpDownUp(t *testing.T, tool migrationTool, comps []component) string
 }
 
 // catalog describes what schema holds, without the schema's name:
-// relations (with their storage parameters), columns, indexes,
-// constraints, triggers, functions and types, leaving out the relations
-// whose names ignore matches and what is theirs.
+// relations (with their storage parameters), columns (with their
+// collations), indexes, constraints, triggers, functions and types,
+// leaving out the relations whose names ignore matches and what is
+// theirs.
 func catalog(t *testing.T, schema, ignore string) []string {
 	t.Helper()
 	lines := texts(t, pgtest.AdminDB(t), `
@@ -217,10 +218,12 @@ func catalog(t *testing.T, schema, ignore string) []string {
 			WHERE n.nspname = $1 AND c.relname !~ $2)
 		SELECT format('relation %s %s %s', relkind, relname, reloptions) FROM rel
 		UNION ALL
-		SELECT format('column %s.%s %s not_null=%s default=%s', r.relname, a.attname,
-			format_type(a.atttypid, a.atttypmod), a.attnotnull, coalesce(pg_get_expr(d.adbin, d.adrelid), ''))
+		SELECT format('column %s.%s %s not_null=%s default=%s collation=%s', r.relname, a.attname,
+			format_type(a.atttypid, a.atttypmod), a.attnotnull, coalesce(pg_get_expr(d.adbin, d.adrelid), ''),
+			coalesce(co.collname, ''))
 		FROM rel r JOIN pg_catalog.pg_attribute a ON a.attrelid = r.oid AND a.attnum > 0 AND NOT a.attisdropped
 		LEFT JOIN pg_catalog.pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+		LEFT JOIN pg_catalog.pg_collation co ON co.oid = a.attcollation
 		WHERE r.relkind <> 'i'
 		UNION ALL
 		SELECT format('index %s', pg_get_indexdef(r.oid)) FROM rel r WHERE r.relkind = 'i'
