@@ -3,13 +3,13 @@ package mail
 import (
 	"context"
 	"errors"
-	"github.com/tidings-go/tidings/delivery"
 	"net/textproto"
 	"strconv"
 	"strings"
 
 	"github.com/emersion/go-smtp"
 
+	"github.com/tidings-go/tidings/delivery"
 	"github.com/tidings-go/tidings/delivery/internal/neterr"
 	"github.com/tidings-go/tidings/delivery/internal/render"
 )

@@ -2,9 +2,9 @@ package push
 
 import (
 	"errors"
-	"github.com/tidings-go/tidings/delivery"
 	"strconv"
 
+	"github.com/tidings-go/tidings/delivery"
 	"github.com/tidings-go/tidings/delivery/internal/render"
 )
 

@@ -3,9 +3,9 @@ package sms
 import (
 	"encoding/json"
 	"errors"
-	"github.com/tidings-go/tidings/delivery"
 	"strconv"
 
+	"github.com/tidings-go/tidings/delivery"
 	"github.com/tidings-go/tidings/delivery/internal/httpcall"
 	"github.com/tidings-go/tidings/delivery/internal/render"
 )

@@ -2,8 +2,8 @@ package webhook
 
 import (
 	"errors"
-	"github.com/tidings-go/tidings/delivery"
 
+	"github.com/tidings-go/tidings/delivery"
 	"github.com/tidings-go/tidings/delivery/internal/httpcall"
 )
 
