@@ -204,19 +204,11 @@ func windowsOf(committed []int64, took []time.Duration, lat []float64) []steadyW
 // steadyOnce runs the relay with wake-up path w and stages at rate.
 func steadyOnce(ctx context.Context, cfg config, srv server, postmaster, rate int, w wake, commit string) (steadyResult, error) {
 	dc := drainConfig{commit: commit, batch: relay.BatchSizeDefault, conc: relay.ConcurrencyDefault}
-	db, err := openPool(ctx, srv.driver, srv.dsn, cfg.steadyWriters+relayPool+1)
+	db, s, done, err := steadyTables(ctx, cfg, srv, cfg.steadyWriters+relayPool+1, "steady")
 	if err != nil {
 		return steadyResult{}, err
 	}
-	defer db.Close()
-	s, err := newSchema(ctx, db, "steady")
-	if err != nil {
-		return steadyResult{}, err
-	}
-	defer s.drop(db)
-	if err := fillHistory(ctx, db, s, cfg.history); err != nil {
-		return steadyResult{}, err
-	}
+	defer done()
 
 	n := int(float64(rate) * (cfg.warmup + cfg.duration).Seconds())
 	base := time.Now()
@@ -274,23 +266,39 @@ func steadyOnce(ctx context.Context, cfg config, srv server, postmaster, rate in
 		func(i int) int64 { return ts.hands[i].Load() }, warm), nil
 }
 
+// steadyTables opens a pool of conns for a steady run and a schema of
+// the scenario's name whose tables hold the run's -history; done drops
+// the schema and closes the pool.
+func steadyTables(ctx context.Context, cfg config, srv server, conns int, scenario string) (*sql.DB, benchSchema, func(), error) {
+	db, err := openPool(ctx, srv.driver, srv.dsn, conns)
+	if err != nil {
+		return nil, benchSchema{}, nil, err
+	}
+	s, err := newSchema(ctx, db, scenario)
+	if err != nil {
+		_ = db.Close()
+		return nil, benchSchema{}, nil, err
+	}
+	done := func() {
+		s.drop(db)
+		_ = db.Close()
+	}
+	if err := fillHistory(ctx, db, s, cfg.history); err != nil {
+		done()
+		return nil, benchSchema{}, nil, err
+	}
+	return db, s, done, nil
+}
+
 // rawOnce is the floor of the LISTEN path: the same stager, each
 // transaction also sending a NOTIFY that carries its index, and a bare
 // LISTEN session timing its arrival; no relay, no claim, no delivery.
 func rawOnce(ctx context.Context, cfg config, srv server, postmaster, rate int) (steadyResult, error) {
-	db, err := openPool(ctx, srv.driver, srv.dsn, cfg.steadyWriters+2)
+	db, s, done, err := steadyTables(ctx, cfg, srv, cfg.steadyWriters+2, "raw")
 	if err != nil {
 		return steadyResult{}, err
 	}
-	defer db.Close()
-	s, err := newSchema(ctx, db, "raw")
-	if err != nil {
-		return steadyResult{}, err
-	}
-	defer s.drop(db)
-	if err := fillHistory(ctx, db, s, cfg.history); err != nil {
-		return steadyResult{}, err
-	}
+	defer done()
 
 	n := int(float64(rate) * (cfg.warmup + cfg.duration).Seconds())
 	base := time.Now()
