@@ -107,31 +107,37 @@ func tail(b []byte) string {
 	return s
 }
 
+// pgbench is the binary and a directory for the scripts it runs.
+type pgbench struct{ bin, dir string }
+
+// newPgbench finds pgbench and makes the directory of its scripts, which
+// done removes.
+func newPgbench(cfg config) (p pgbench, done func(), err error) {
+	if p.bin, err = findPgbench(cfg.pgbench); err != nil {
+		return p, nil, err
+	}
+	if p.dir, err = os.MkdirTemp("", "tidings-bench-"); err != nil {
+		return p, nil, err
+	}
+	return p, func() { _ = os.RemoveAll(p.dir) }, nil
+}
+
 // runCeiling measures what the server does with the delivery transaction
-// and the staging transaction in SQL alone, driven by pgbench.
+// and the staging transaction in SQL alone, driven by pgbench. When the
+// drain runs too, the delivery ceilings are measured at the start of each
+// of its rounds instead (runDrain), next to the drains they are the
+// ceilings of: the machine's speed moves within a run, and a ceiling
+// measured a quarter of an hour before the drains measured that too.
 func runCeiling(ctx context.Context, cfg config, srv server, db *sql.DB, postmaster int, res *results) error {
-	bin, err := findPgbench(cfg.pgbench)
+	pb, done, err := newPgbench(cfg)
 	if err != nil {
 		return err
 	}
-	dir, err := os.MkdirTemp("", "tidings-bench-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
+	defer done()
 
 	for run := 1; run <= cfg.runs; run++ {
-		for _, v := range []struct {
-			key     string
-			k       int
-			clients int
-			rows    int
-		}{
-			{ceilDeliver1, 1, cfg.ceilingClients1, cfg.ceilingRows1},
-			{ceilDeliver50, 50, cfg.ceilingClients50, cfg.ceilingRows50},
-		} {
-			progress("ceiling, run %d of %d", run, cfg.runs)
-			if err := ceilingDeliver(ctx, cfg, srv, db, postmaster, res, bin, dir, v.key, v.k, v.clients, v.rows); err != nil {
+		if !cfg.wants("drain") {
+			if err := deliveryCeilings(ctx, cfg, srv, db, postmaster, res, pb, run); err != nil {
 				return err
 			}
 		}
@@ -140,7 +146,7 @@ func runCeiling(ctx context.Context, cfg config, srv server, db *sql.DB, postmas
 		}
 		for _, w := range cfg.writers {
 			for _, notify := range []bool{false, true} {
-				if err := ceilingStage(ctx, cfg, srv, db, res, bin, dir, w, notify); err != nil {
+				if err := ceilingStage(ctx, cfg, srv, db, res, pb, w, notify); err != nil {
 					return err
 				}
 			}
@@ -149,8 +155,28 @@ func runCeiling(ctx context.Context, cfg config, srv server, db *sql.DB, postmas
 	return nil
 }
 
+// deliveryCeilings runs round run of the delivery ceilings: one delivery
+// per transaction, then 50.
+func deliveryCeilings(ctx context.Context, cfg config, srv server, db *sql.DB, postmaster int, res *results, pb pgbench, run int) error {
+	for _, v := range []struct {
+		key     string
+		k       int
+		clients int
+		rows    int
+	}{
+		{ceilDeliver1, 1, cfg.ceilingClients1, cfg.ceilingRows1},
+		{ceilDeliver50, 50, cfg.ceilingClients50, cfg.ceilingRows50},
+	} {
+		progress("ceiling, run %d of %d", run, cfg.runs)
+		if err := ceilingDeliver(ctx, cfg, srv, db, postmaster, res, pb, v.key, v.k, v.clients, v.rows); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func ceilingDeliver(ctx context.Context, cfg config, srv server, db *sql.DB, postmaster int, res *results,
-	bin, dir, key string, k, clients, rows int) error {
+	pb pgbench, key string, k, clients, rows int) error {
 	s, err := newSchema(ctx, db, "ceiling")
 	if err != nil {
 		return err
@@ -171,7 +197,7 @@ func ceilingDeliver(ctx context.Context, cfg config, srv server, db *sql.DB, pos
 	if err := prepareDrain(ctx, db, s); err != nil {
 		return err
 	}
-	path, err := script(dir, "deliver", "{s}", s.q, "{k}", strconv.Itoa(k))
+	path, err := script(pb.dir, "deliver", "{s}", s.q, "{k}", strconv.Itoa(k))
 	if err != nil {
 		return err
 	}
@@ -185,7 +211,7 @@ func ceilingDeliver(ctx context.Context, cfg config, srv server, db *sql.DB, pos
 		return err
 	}
 	meter := startCPU(postmaster)
-	r, err := runPgbench(ctx, bin, srv.dsn, path, clients, cfg.ceilingDuration)
+	r, err := runPgbench(ctx, pb.bin, srv.dsn, path, clients, cfg.ceilingDuration)
 	if err != nil {
 		return err
 	}
@@ -218,7 +244,7 @@ func ceilingDeliver(ctx context.Context, cfg config, srv server, db *sql.DB, pos
 }
 
 func ceilingStage(ctx context.Context, cfg config, srv server, db *sql.DB, res *results,
-	bin, dir string, writers int, notify bool) error {
+	pb pgbench, writers int, notify bool) error {
 	s, err := newSchema(ctx, db, "ceilstage")
 	if err != nil {
 		return err
@@ -233,13 +259,13 @@ func ceilingStage(ctx context.Context, cfg config, srv server, db *sql.DB, res *
 		}
 		defer stopListen()
 	}
-	path, err := script(dir, "stage", "{s}", s.q, "{notify}", ch)
+	path, err := script(pb.dir, "stage", "{s}", s.q, "{notify}", ch)
 	if err != nil {
 		return err
 	}
 	d := cfg.stageDuration
 	progress("ceiling: pgbench, staging insert, %d clients, NOTIFY %t, %s", writers, notify, d)
-	r, err := runPgbench(ctx, bin, srv.dsn, path, writers, d)
+	r, err := runPgbench(ctx, pb.bin, srv.dsn, path, writers, d)
 	if err != nil {
 		return err
 	}

@@ -386,9 +386,25 @@ func (c config) ruleSets() []ruleSet {
 func drainKey(dc drainConfig) string { return "drain/" + dc.key() }
 
 // runDrain drains -events requests with each setting, -runs times,
-// alternating the settings within a run.
-func runDrain(ctx context.Context, cfg config, srv server, postmaster int, res *results) error {
+// alternating the settings within a run. With the ceiling, each run
+// begins with a round of the delivery ceilings (see runCeiling), through
+// db.
+func runDrain(ctx context.Context, cfg config, srv server, db *sql.DB, postmaster int, res *results) error {
+	var pb pgbench
+	if cfg.wants("ceiling") {
+		var done func()
+		var err error
+		if pb, done, err = newPgbench(cfg); err != nil {
+			return err
+		}
+		defer done()
+	}
 	for run := 1; run <= cfg.runs; run++ {
+		if cfg.wants("ceiling") {
+			if err := deliveryCeilings(ctx, cfg, srv, db, postmaster, res, pb, run); err != nil {
+				return err
+			}
+		}
 		for _, dc := range rotateRules(cfg.drainConfigs(), len(cfg.ruleSets())+1, run-1) {
 			progress("drain, run %d of %d: %s", run, cfg.runs, dc)
 			r, err := drainOnce(ctx, cfg, srv, postmaster, cfg.events, dc, 0)

@@ -184,10 +184,13 @@ func procField(path, name string) string {
 	return "unknown"
 }
 
-// progress writes a timestamped line to stderr.
+// progress writes a timestamped line to progressOut.
 func progress(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+	fmt.Fprintf(progressOut, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
 }
+
+// progressOut is where progress goes: stderr, or what a test reads.
+var progressOut io.Writer = os.Stderr
 
 // printHeader writes the machine and the server.
 func printHeader(w io.Writer, m machine, srv server, version string, settings [][2]string) {

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/tidings-go/tidings/internal/logbuf"
 )
 
 // TestMain lets the backlog scenario start this test binary as its relay
@@ -131,5 +133,39 @@ func TestUnknownDriverIsRefused(t *testing.T) {
 	_, err := parseConfig([]string{"-driver", "mysql"}, &stderr)
 	if err == nil || !strings.Contains(stderr.String(), `-driver: unknown driver "mysql"`) {
 		t.Fatalf("parseConfig = %v, stderr %q", err, stderr.String())
+	}
+}
+
+// Each round of the drain begins with the delivery ceilings, so that
+// each is measured beside the drains it is the ceiling of, and the
+// targets give every round's drain against its round's ceiling.
+func TestCeilingsBesideEachDrainRound(t *testing.T) {
+	var log logbuf.Buffer
+	progressOut = &log
+	t.Cleanup(func() { progressOut = os.Stderr })
+	var out bytes.Buffer
+	err := run(t.Context(), []string{"-only", "ceiling,drain", "-runs", "2", "-ceiling-stage=false",
+		"-events", "300", "-drain", "auto:dropped/500/500",
+		"-ceiling-duration", "1s", "-ceiling-clients1", "2", "-ceiling-clients50", "2",
+		"-ceiling-rows1", "3000", "-ceiling-rows50", "10000",
+	}, &out)
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	var order []string
+	for line := range strings.SplitSeq(log.String(), "\n") {
+		switch {
+		case strings.Contains(line, "ceiling: pgbench: 50 deliveries per tx"):
+			order = append(order, "ceiling")
+		case strings.Contains(line, "drain, run "):
+			order = append(order, "drain")
+		}
+	}
+	if got := strings.Join(order, " "); got != "ceiling drain ceiling drain" {
+		t.Errorf("the 50-per-transaction ceiling and the drain ran in the order %q, want each drain round after a ceiling\n%s", got, log.String())
+	}
+	if !regexp.MustCompile(`\| default drain, a module whose provider drops a repeated key \(auto:dropped/500/500\) \| [0-9]+ events/s = [0-9.]+ of [0-9]+; round by round, of the ceiling measured before it: [0-9.]+, [0-9.]+ \|`).
+		MatchString(out.String()) {
+		t.Errorf("the default drain's target lacks its rounds' ratios:\n%s", out.String())
 	}
 }

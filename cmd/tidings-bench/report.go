@@ -63,6 +63,21 @@ func (r *results) get(key string) (float64, bool) {
 	return f.median(), true
 }
 
+// roundRatios are the ratios of key's runs to ceiling's, run by run,
+// when both were measured in each run (the drain measures its ceilings
+// at the start of each of its rounds); else nil.
+func (r *results) roundRatios(key, ceiling string) []float64 {
+	f, c := r.byKey[key], r.byKey[ceiling]
+	if f == nil || c == nil || len(f.values) < 2 || len(f.values) != len(c.values) {
+		return nil
+	}
+	rs := make([]float64, len(f.values))
+	for i, v := range f.values {
+		rs[i] = v / c.values[i]
+	}
+	return rs
+}
+
 func format(v float64) string {
 	switch {
 	case math.IsNaN(v):
@@ -81,6 +96,15 @@ func formatRuns(v []float64) string {
 	s := make([]string, len(v))
 	for i, x := range v {
 		s[i] = format(x)
+	}
+	return strings.Join(s, ", ")
+}
+
+// ratios lists fractions to two places.
+func ratios(v []float64) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = fmt.Sprintf("%.2f", x)
 	}
 	return strings.Join(s, ", ")
 }

@@ -91,7 +91,7 @@ func run(ctx context.Context, args []string, out io.Writer) (err error) {
 		case "steady":
 			err = runSteady(ctx, cfg, srv, postmaster, res)
 		case "drain":
-			err = runDrain(ctx, cfg, srv, postmaster, res)
+			err = runDrain(ctx, cfg, srv, admin, postmaster, res)
 		case "sustain":
 			err = runSustain(ctx, cfg, srv, postmaster, res)
 		case "backlog":

@@ -58,8 +58,12 @@ func targets(cfg config, res *results) []target {
 // setting, as fractions of the 50-per-transaction ceiling.
 func drainTargets(cfg config, res *results) []target {
 	c50, ok := res.get(ceilDeliver50)
-	ofCeiling := func(v float64) string {
-		return fmt.Sprintf("%s events/s = %.2f of %s", format(v), v/c50, format(c50))
+	ofCeiling := func(key string, v float64) string {
+		s := fmt.Sprintf("%s events/s = %.2f of %s", format(v), v/c50, format(c50))
+		if rs := res.roundRatios(key, ceilDeliver50); rs != nil {
+			s += "; round by round, of the ceiling measured before it: " + ratios(rs)
+		}
+		return s
 	}
 	var ts []target
 	for _, repeats := range []delivery.Repeat{delivery.RepeatDropped, delivery.RepeatSends} {
@@ -80,11 +84,11 @@ func drainTargets(cfg config, res *results) []target {
 		case !measured:
 			ts = append(ts, missing(name, goal, "add "+dc.short()+" to -drain"))
 		case repeats == delivery.RepeatDropped:
-			ts = append(ts, target{name, ofCeiling(v), goal, atLeast(v/c50, goalDefault, ofTheCeiling)})
+			ts = append(ts, target{name, ofCeiling(drainKey(dc), v), goal, atLeast(v/c50, goalDefault, ofTheCeiling)})
 		case cfg.baseline.ratio == 0:
-			ts = append(ts, target{name, ofCeiling(v), goal, "no baseline (give -baseline)"})
+			ts = append(ts, target{name, ofCeiling(drainKey(dc), v), goal, "no baseline (give -baseline)"})
 		default:
-			ts = append(ts, target{name, ofCeiling(v), goal, atLeast(v/c50, cfg.baseline.ratio, ofTheCeiling)})
+			ts = append(ts, target{name, ofCeiling(drainKey(dc), v), goal, atLeast(v/c50, cfg.baseline.ratio, ofTheCeiling)})
 		}
 	}
 	name, goal := "best drain setting, every guarantee on", fmt.Sprintf(">= %.2f %s", goalBest, ofTheCeiling)
@@ -96,7 +100,7 @@ func drainTargets(cfg config, res *results) []target {
 	case !measured:
 		ts = append(ts, missing(name, goal, "run the drain"))
 	default:
-		ts = append(ts, target{name, best.short() + ": " + ofCeiling(bestRate), goal, atLeast(bestRate/c50, goalBest, ofTheCeiling)})
+		ts = append(ts, target{name, best.short() + ": " + ofCeiling(drainKey(best), bestRate), goal, atLeast(bestRate/c50, goalBest, ofTheCeiling)})
 	}
 	return ts
 }
