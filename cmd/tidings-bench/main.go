@@ -10,7 +10,9 @@
 //     inbox tables: one delivery transaction (claim one row with SKIP
 //     LOCKED, insert its inbox claim, mark it processed, commit), the same
 //     with 50 rows per transaction, and the staging insert with and
-//     without its NOTIFY;
+//     without its NOTIFY; when the drain runs too, the two delivery
+//     scripts run at the start of each of its rounds instead, beside the
+//     drains they are the ceilings of;
 //   - stage: staging commits/s with 1, 8 and 32 writers, one request per
 //     transaction, a session listening: without the wake-up
 //     (Outbox.WithoutWakeUp), with the NOTIFY in the transaction, and
