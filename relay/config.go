@@ -146,13 +146,14 @@ type Config struct {
 	// 10 s.
 	GracePeriod time.Duration
 
-	// Retention is how long processed and cancelled records are kept.
+	// Retention is how long the Module's processed and cancelled records
+	// are kept; other modules' go after their own supervisors' Retention.
 	// Default 7 days. Dead records are kept until re-emitted.
 	Retention time.Duration
 
-	// PurgeInterval is how often the supervisor purges records older than
-	// Retention (and asks a sink that is a Purger to do the same). Default
-	// 10 minutes.
+	// PurgeInterval is how often the supervisor purges its Module's
+	// records older than Retention (and asks a sink that is a Purger to do
+	// the same). Default 10 minutes.
 	PurgeInterval time.Duration
 
 	// Logger receives the relay's logs. Nil discards them.

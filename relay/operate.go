@@ -140,15 +140,22 @@ func (o *Outbox) Reemit(ctx context.Context, db *sql.DB, f *DeadFilter) (int64, 
 	return total, nil
 }
 
-// Purge deletes processed and cancelled records settled more than olderThan
-// ago, PurgeBatchDefault at a time so no statement holds many locks, and
-// returns how many it deleted. Pending and dead records are never purged.
-// olderThan must be positive.
+// Purge deletes processed and cancelled records of every module settled
+// more than olderThan ago, PurgeBatchDefault at a time so no statement
+// holds many locks, and returns how many it deleted. Pending and dead
+// records are never purged. olderThan must be positive. A supervisor
+// purges only its own module's records, after its Config.Retention.
 func (o *Outbox) Purge(ctx context.Context, db *sql.DB, olderThan time.Duration) (int64, error) {
+	return o.purge(ctx, db, "", olderThan)
+}
+
+// purge is Purge of module's records, or of every module's when module
+// is "".
+func (o *Outbox) purge(ctx context.Context, db *sql.DB, module string, olderThan time.Duration) (int64, error) {
 	if olderThan <= 0 {
 		return 0, fmt.Errorf("relay: purge age %s is not positive", olderThan)
 	}
-	n, err := purge.Batches(ctx, db, o.q.purge, olderThan, PurgeBatchDefault)
+	n, err := purge.Batches(ctx, db, o.q.purge, olderThan, PurgeBatchDefault, module)
 	if err != nil {
 		return n, fmt.Errorf("relay: purge: %w", err)
 	}

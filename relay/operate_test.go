@@ -279,12 +279,19 @@ func TestOperate(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		b.stage(t, 5)
+		// Another module's record, settled a day ago: its own supervisor
+		// keeps it for that one's Retention, not this one's.
+		other, err := b.ob.Stage(t.Context(), b.db, relay.Message{Module: "other", Kind: "x", Payload: payload(0)})
+		require.NoError(t, err)
+		_, err = b.db.ExecContext(t.Context(), `UPDATE "`+b.schema+`".outbox SET processed_at = now() - interval '1 day' WHERE id = $1`, other)
+		require.NoError(t, err)
 		cfg := b.config(t)
 		cfg.Retention = time.Millisecond
 		cfg.PurgeInterval = 50 * time.Millisecond
 		purger := &purgingSink{}
 		supervise(t, b.db, cfg, purger)
-		b.eventually(t, "true", 0, 10*time.Second)
+		b.eventually(t, "module = '"+module+"'", 0, 10*time.Second)
+		require.Equal(t, 1, b.count(t, "id = '"+other.String()+"'"), "a supervisor purges only its own module's records")
 		require.Eventually(t, func() bool { return purger.calls.Load() > 0 }, 5*time.Second, 10*time.Millisecond)
 	})
 }

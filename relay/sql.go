@@ -429,12 +429,14 @@ func newQueries(schema string) queries {
 		// One wake-up per module: $2 is the modules.
 		notify: `SELECT pg_notify($1, m) FROM unnest($2::text[]) AS m`,
 
-		// A record's timeline goes with it; the count is the records'.
+		// A record's timeline goes with it; the count is the records'. $3
+		// is the module whose records go, or '' for every module's.
 		purge: r.Replace(`WITH gone AS (
 				DELETE FROM {t} WHERE id IN (
 					SELECT id FROM {t}
 					WHERE (processed_at IS NOT NULL OR cancelled_at IS NOT NULL)
 						AND coalesce(processed_at, cancelled_at) < now() - make_interval(secs => $1)
+						AND ($3 = '' OR module = $3)
 					LIMIT $2 FOR UPDATE SKIP LOCKED)
 				RETURNING id),
 			entries AS (DELETE FROM {timeline} WHERE record_id IN (SELECT id FROM gone))

@@ -770,7 +770,7 @@ func (s *supervisor) purgeLoop(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		n, err := s.ob.Purge(ctx, s.db, s.cfg.Retention)
+		n, err := s.ob.purge(ctx, s.db, s.cfg.Module, s.cfg.Retention)
 		if err != nil && ctx.Err() == nil {
 			s.log.WarnContext(ctx, "purge failed", "err", err)
 		}
