@@ -76,10 +76,11 @@ func prefixed(err error) error {
 }
 
 // ReplyError is the reason of a send the server answered with a failure.
-// Deliver answers Reject when the reply is [ReplyError.Permanent], such as
-// "550 5.1.1" (no such user) at RCPT TO, and Retry otherwise, such as
-// "451 4.3.0"; and Retry for any refusal of AUTH, whose cause is the
-// Config and not the request.
+// Deliver answers Reject when the reply to RCPT TO or DATA is
+// [ReplyError.Permanent], such as "550 5.1.1" (no such user) at RCPT TO,
+// and Retry otherwise, such as "451 4.3.0"; and Retry for any refusal of
+// the connection, EHLO, STARTTLS, AUTH or MAIL FROM, whose cause is the
+// Config or the server and not the request.
 //
 // Its text is the command, the code and the enhanced status code, as in
 // "mail: server refused the recipient: 550 5.1.1". It never holds the
@@ -138,6 +139,12 @@ func (e *ReplyError) Temporary() bool {
 // "554 5.7.1" (refused by policy).
 func (e *ReplyError) Permanent() bool {
 	return e.Code/100 == 5 && !e.Temporary()
+}
+
+// ofRequest reports whether the reply is to what the request chose: its
+// recipient (RCPT TO) or its message (DATA).
+func (e *ReplyError) ofRequest() bool {
+	return e.Command == "RCPT TO" || e.Command == "DATA"
 }
 
 // newReplyError keeps the codes of a server's reply to command and drops

@@ -63,7 +63,8 @@ func (d *Delivery) Close() error {
 }
 
 // Deliver renders the template p names with p.Data and p.Secrets, and sends the message
-// to p.Recipient. It answers:
+// to p.Recipient, whose local part the envelope quotes as the To header
+// does. It answers:
 //
 //   - [delivery.DeliveredWithReference] when the server accepted the
 //     message, with the queue id of the server's last reply when it named
@@ -73,14 +74,17 @@ func (d *Delivery) Close() error {
 //     the template is unknown ([ErrUnknownTemplate]) or needs a value p.Data
 //     does not carry ([*TemplateError]);
 //   - [delivery.Reject] with a [*ReplyError] when the server refused the
-//     sender, the recipient or the message for good
-//     ([ReplyError.Permanent]: a 5xx code with a 5.x.x enhanced code or
-//     none, such as "550 5.1.1" for an unknown recipient);
+//     recipient or the message for good ([ReplyError.Permanent]: a 5xx
+//     code with a 5.x.x enhanced code or none, such as "550 5.1.1" for an
+//     unknown recipient);
 //   - [delivery.Retry] with a [*ReplyError] when the server deferred
-//     anything (a 4xx code or a 4.x.x enhanced code) or refused the
-//     credentials: a refused AUTH says nothing about the request, and the
-//     request goes out once the credentials are fixed, or with a fresh
-//     token (Postfix's smtp_sasl_auth_soft_bounce defers for the same
+//     anything (a 4xx code or a 4.x.x enhanced code), or refused the
+//     connection, EHLO, STARTTLS, the credentials or the sender: those
+//     answers say nothing about the request but about the Config or the
+//     server (a blocked address, a sender it does not take, a login it
+//     wants first), and every request would die of them at once; the
+//     request goes out once they are fixed (Postfix's
+//     smtp_sasl_auth_soft_bounce defers a refused login for the same
 //     reason);
 //   - [delivery.Retry] when the connection failed or timed out, when ctx
 //     ended, or when the server lacks what the Config requires
@@ -110,9 +114,9 @@ func (d *Delivery) Deliver(ctx context.Context, p delivery.Pending) delivery.Out
 		return delivery.Reject(err)
 	}
 
-	reply, err := d.send(ctx, to.Address, msg)
+	reply, err := d.send(ctx, envelope(to.Address), msg)
 	if err != nil {
-		if re, ok := errors.AsType[*ReplyError](err); ok && re.Permanent() && re.Command != "AUTH" {
+		if re, ok := errors.AsType[*ReplyError](err); ok && re.Permanent() && re.ofRequest() {
 			return delivery.Reject(err)
 		}
 		return delivery.Retry(err)
@@ -121,6 +125,16 @@ func (d *Delivery) Deliver(ctx context.Context, p delivery.Pending) delivery.Out
 		return delivery.DeliveredWithReference(id)
 	}
 	return delivery.DeliveredWithReference(d.s.messageID(p))
+}
+
+// envelope is addr as the SMTP envelope carries it (RFC 5321's Mailbox):
+// its local part quoted when it needs quotes, as in the To header. Parsed,
+// an address loses its quotes, and a '>' or a space of a quoted local part
+// would otherwise end the path or add a parameter to the command: another
+// recipient than the one the message names.
+func envelope(addr string) string {
+	s := (&mail.Address{Address: addr}).String() // "<local@domain>"
+	return s[1 : len(s)-1]
 }
 
 // queueIDPattern finds the queue id in a server's reply to the end of

@@ -216,7 +216,10 @@ func TestDeliver(t *testing.T) {
 	})
 
 	// MAIL FROM says SMTPUTF8 when an address needs it and the server
-	// offers it; otherwise the addresses go as they are.
+	// offers it; otherwise the addresses go as they are. A quoted local
+	// part stays quoted in the envelope: what it holds neither ends the
+	// path nor adds a parameter to RCPT TO, and the server reads the
+	// recipient the To header names.
 	for _, tt := range []struct {
 		name      string
 		smtpUTF8  bool
@@ -226,6 +229,8 @@ func TestDeliver(t *testing.T) {
 		{name: "UTF8Address", smtpUTF8: true, recipient: "Zoë <zoë@example.org>", want: true},
 		{name: "UTF8AddressWithoutSMTPUTF8", recipient: "Zoë <zoë@example.org>"},
 		{name: "ASCIIAddress", smtpUTF8: true, recipient: "Zoë <zoe@example.org>"},
+		{name: "QuotedLocalPart", recipient: `"ada lovelace"@example.org`},
+		{name: "QuotedPathEnd", recipient: `"attacker@evil.example> NOTIFY=NEVER"@victim.example`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -430,9 +435,17 @@ func TestDeliverServerAnswers(t *testing.T) {
 			name: "PermFailureAtData", phase: phaseData, code: 554, enhanced: smtp.EnhancedCode{5, 7, 1},
 			kind: delivery.KindReject, reason: "mail: server refused the message: 554 5.7.1", command: "DATA",
 		},
+		// The sender is the Config's, the same for every request: a refusal
+		// of it would kill the whole backlog at once.
 		{
 			name: "PermFailureAtMail", phase: phaseMail, code: 553, enhanced: smtp.EnhancedCode{5, 7, 1},
-			kind: delivery.KindReject, reason: "mail: server refused the sender: 553 5.7.1", command: "MAIL FROM",
+			kind: delivery.KindRetry, reason: "mail: server refused the sender: 553 5.7.1", command: "MAIL FROM",
+		},
+		// So would a server that refuses this client (a blocked address, a
+		// Hostname it does not take).
+		{
+			name: "PermFailureAtEHLO", phase: phaseEHLO, code: 554, enhanced: smtp.EnhancedCode{5, 7, 1},
+			kind: delivery.KindRetry, reason: "mail: server refused EHLO: 554 5.7.1", command: "EHLO",
 		},
 		{
 			name: "TempFailureAtMail", phase: phaseMail, code: 421, enhanced: smtp.EnhancedCode{4, 7, 0},
@@ -480,8 +493,8 @@ func TestDeliverServerAnswers(t *testing.T) {
 			} else {
 				require.Equal(t, fmt.Sprintf("%d.%d.%d", tt.enhanced[0], tt.enhanced[1], tt.enhanced[2]), rerr.EnhancedCode)
 			}
-			require.Equal(t, tt.kind == delivery.KindRetry, rerr.Temporary())
-			require.Equal(t, tt.kind == delivery.KindReject, rerr.Permanent())
+			require.Equal(t, strings.Contains(tt.reason, "deferred"), rerr.Temporary())
+			require.Equal(t, strings.Contains(tt.reason, "refused"), rerr.Permanent())
 			requireClean(t, outcome, "cannot take mail", "Ada", "123456")
 			require.Empty(t, b.srv.accepted())
 		})
@@ -555,8 +568,10 @@ func TestDeliverAuth(t *testing.T) {
 		t.Parallel()
 		b := setup(t, serverOptions{username: testUsername, password: testPassword})
 
+		// The Config lacks the credentials: every request would die of it,
+		// and each goes out once they are set.
 		outcome := b.mailer.Deliver(t.Context(), newPending("welcome", welcomeData()))
-		require.Equal(t, delivery.KindReject, outcome.Kind(), "%v", outcome)
+		require.Equal(t, delivery.KindRetry, outcome.Kind(), "%v", outcome)
 		require.EqualError(t, outcome.Reason(), "mail: server refused the sender: 502 5.7.0")
 	})
 

@@ -53,7 +53,7 @@ func (d *Delivery) send(ctx context.Context, rcpt string, msg []byte) (string, e
 // closes it after a failure.
 func (d *Delivery) sendOn(ctx context.Context, sess *session, rcpt string, msg []byte) (string, error) {
 	sess.bind(ctx)
-	reply, err := sess.transact(ctx, d.s.from.Address, rcpt, msg)
+	reply, err := sess.transact(ctx, envelope(d.s.from.Address), rcpt, msg)
 	if !sess.unbind() || err != nil {
 		_ = sess.raw.Close()
 		return "", err
