@@ -40,19 +40,18 @@
 // # Duplicates: what Twilio can and cannot drop
 //
 // Every call carries the request's id, which is the same on every attempt,
-// twice: as Idempotency-Key, as every module sends it, and as Twilio's own
-// I-Twilio-Idempotency-Token header ([TokenHeader]), which Twilio honours
-// within its idempotency window.
+// as Idempotency-Key, as every module sends it. Twilio's Messages API
+// documents no idempotency key, though: it creates a message for every
+// call it accepts. (Its I-Twilio-Idempotency-Token is a header of the
+// webhooks Twilio sends, not one it reads.)
 //
 // So when the process crashes after Twilio accepted the message but before
 // the dispatcher committed the answer, or when the answer is lost to a
-// timeout, the request is handed again with the same token, and Twilio
-// recognises the repeat and sends no second text: the retry is answered as
-// the first call was. That holds only within Twilio's window and for the
-// same account: a retry that comes later than the window (a long backoff,
-// a dead request re-emitted by an operator days later) is a new message to
-// Twilio, and the recipient gets a second text. A re-emit after a fix is
-// meant to send, so that is usually what the operator wants.
+// timeout, the request is handed again and the recipient gets a second
+// text. [Delivery.Repeats] says so (delivery.RepeatSends), and the
+// dispatcher's default gives each text a transaction and a commit of its
+// own, the smallest window for that repeat. A re-emit after a fix is meant
+// to send, and does.
 //
 // # What is never in a reason
 //

@@ -25,8 +25,8 @@ var (
 
 	// ErrUnreadableAnswer: Twilio answered 2xx with a body that is not a
 	// Message resource, so whether it took the message is unknown.
-	// Deliver answers Retry: the idempotency token makes a second call
-	// within Twilio's window return the first one's answer.
+	// Deliver answers Retry: the text may then go twice, which is better
+	// than never.
 	ErrUnreadableAnswer = errors.New("sms: twilio's answer is not a message resource")
 )
 

@@ -55,26 +55,24 @@ type twilioRequest struct {
 	ContentType    string
 	Accept         string
 	IdempotencyKey string
-	TwilioToken    string
 	Form           url.Values
 }
 
 // fakeTwilio speaks the shape of Twilio's Messages API: it checks the
 // method, path, basic auth and form as Twilio does, answering its error
-// bodies, records every request, and deduplicates on
-// I-Twilio-Idempotency-Token as Twilio does within its window.
+// bodies, records every request, and creates a message for every call it
+// accepts, as Twilio does: it drops no repeat.
 type fakeTwilio struct {
 	*fakeapi.Server[twilioRequest]
 
 	mu   sync.Mutex
-	sids map[string]string // idempotency token -> the message created
-	sent int               // messages created
+	sent int // messages created
 }
 
 // startTwilio starts a fake Twilio, closed when the test ends.
 func startTwilio(t *testing.T) *fakeTwilio {
 	t.Helper()
-	f := &fakeTwilio{sids: map[string]string{}}
+	f := &fakeTwilio{}
 	f.Server = fakeapi.Start(t, readTwilio, f.answer)
 	return f
 }
@@ -91,7 +89,6 @@ func readTwilio(r *http.Request) twilioRequest {
 		ContentType:    r.Header.Get("Content-Type"),
 		Accept:         r.Header.Get("Accept"),
 		IdempotencyKey: r.Header.Get("Idempotency-Key"),
-		TwilioToken:    r.Header.Get(sms.TokenHeader),
 		Form:           r.PostForm,
 	}
 }
@@ -147,15 +144,9 @@ func (f *fakeTwilio) answer(w http.ResponseWriter, r *http.Request, req twilioRe
 		return
 	}
 
+	sid := newSID("SM")
 	f.mu.Lock()
-	sid, seen := f.sids[req.TwilioToken]
-	if !seen || req.TwilioToken == "" {
-		sid = newSID("SM")
-		f.sent++
-		if req.TwilioToken != "" {
-			f.sids[req.TwilioToken] = sid
-		}
-	}
+	f.sent++
 	f.mu.Unlock()
 
 	w.Header().Set("Content-Type", "application/json")

@@ -15,10 +15,6 @@ import (
 	"github.com/tidings-go/tidings/delivery/internal/render"
 )
 
-// TokenHeader is Twilio's own idempotency header, which carries the
-// request's id along with httpcall's Idempotency-Key.
-const TokenHeader = "I-Twilio-Idempotency-Token"
-
 // Delivery sends a request as a text message through Twilio's Messages
 // API: a [delivery.Delivery] for the channel that carries phone numbers.
 //
@@ -33,9 +29,9 @@ var (
 	_ delivery.Repeater = (*Delivery)(nil)
 )
 
-// Repeats answers delivery.RepeatDropped: Twilio drops a message repeated
-// under the same I-Twilio-Idempotency-Token within its window.
-func (d *Delivery) Repeats() delivery.Repeat { return delivery.RepeatDropped }
+// Repeats answers delivery.RepeatSends: Twilio's Messages API documents
+// no idempotency key, and creates a message for every call it accepts.
+func (d *Delivery) Repeats() delivery.Repeat { return delivery.RepeatSends }
 
 // New returns a Delivery for cfg, which it validates: BaseURL, AccountSID,
 // AuthToken, From or MessagingServiceSID, Timeout, and every template,
@@ -102,7 +98,6 @@ func (d *Delivery) Deliver(ctx context.Context, p delivery.Pending) delivery.Out
 	req.SetBasicAuth(d.s.accountSID, d.s.authToken)
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Accept", "application/json")
-	req.Header.Set(TokenHeader, p.ID.String())
 
 	resp, out, ok := d.s.caller.Call(ctx, req, p.ID.String())
 	if !ok {
