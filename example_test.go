@@ -15,6 +15,7 @@ import (
 	"github.com/tidings-go/tidings"
 	"github.com/tidings-go/tidings/delivery/inapp"
 	"github.com/tidings-go/tidings/inbox"
+	"github.com/tidings-go/tidings/notification"
 	"github.com/tidings-go/tidings/relay"
 )
 
@@ -34,6 +35,7 @@ func ExampleMigrationFiles_goose() {
 	}{
 		{"relay", relay.Migrations()},
 		{"inbox", inbox.Migrations()},
+		{"notification", notification.Migrations()},
 		{"inapp", inapp.Migrations()}, // if the service delivers in-app notifications
 	} {
 		files, err := tidings.MigrationFiles(c.migrations, tidings.Goose)
@@ -63,6 +65,7 @@ func ExampleMigrationFiles_golangMigrate() {
 	}{
 		{"relay", relay.Migrations()},
 		{"inbox", inbox.Migrations()},
+		{"notification", notification.Migrations()},
 		{"inapp", inapp.Migrations()}, // if the service delivers in-app notifications
 	} {
 		files, err := tidings.MigrationFiles(c.migrations, tidings.GolangMigrate)

@@ -21,18 +21,18 @@ var migrateCommand = &command{
 	name:    "migrate",
 	args:    "",
 	summary: "apply the schema, or write its SQL files for goose or golang-migrate",
-	about: `Creates or updates the library's tables (the outbox and the inbox; with
---inapp the in-app module's table too) in --schema, in one transaction
-under an advisory lock: safe from many processes at once, and a no-op on
-an up-to-date schema. It runs as the schema's owner; every other command
-needs only DML.
+	about: `Creates or updates the library's tables (the outbox, the inbox and the
+recipient rules' tables; with --inapp the in-app module's table too) in
+--schema, in one transaction under an advisory lock: safe from many
+processes at once, and a no-op on an up-to-date schema. It runs as the
+schema's owner; every other command needs only DML.
 
 With --print goose or --print golang-migrate it connects to nothing and
 writes the same SQL as that tool's files under --dir, one directory per
-component (relay, inbox, inapp): run each as a source of its own, with a
-version table of its own, as the schema's owner with search_path set to
-the schema (create the schema first: neither tool does). It never
-overwrites a file.`,
+component (relay, inbox, notification, inapp): run each as a source of
+its own, with a version table of its own, as the schema's owner with
+search_path set to the schema (create the schema first: neither tool
+does). It never overwrites a file.`,
 	examples: `  tidings migrate
   tidings migrate --schema tidings --inapp
   tidings migrate --print goose --dir db/migrations
@@ -57,7 +57,8 @@ func runMigrate(ctx context.Context, e *env, c *command, args []string) int {
 	if err := ident.CheckSchema("--schema", cn.schema); err != nil {
 		return c.usageError(e, "%v", err)
 	}
-	components := []component{{"relay", relay.Migrations()}, {"inbox", inbox.Migrations()}}
+	components := []component{{"relay", relay.Migrations()}, {"inbox", inbox.Migrations()},
+		{"notification", notification.Migrations()}}
 	if *withInapp {
 		components = append(components, component{"inapp", inapp.Migrations()})
 	}
