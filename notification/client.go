@@ -117,7 +117,8 @@ type Status struct {
 	// Channel is the request's channel (its relay lane).
 	Channel string
 	// Outcome is what became of a processed request: delivered, or
-	// stopped by a recipient rule (skipped, expired, duplicate); "" for a
+	// stopped by a recipient rule (skipped, expired, duplicate,
+	// suppressed); "" for a
 	// request that is not processed.
 	Outcome Outcome
 	// Reference is the provider's reference of a delivered request (the

@@ -54,8 +54,8 @@
 //     or hanging its process, is dead with a reason saying so.
 //  6. Operate. Outbox.ListDead shows dead records and Outbox.CountDead
 //     counts them by cause, lane or module, Outbox.Reemit hands them back
-//     once the cause is fixed, and Outbox.Purge (also run by the
-//     supervisor) removes settled records after their retention.
+//     once the cause is fixed, and Outbox.Purge removes settled records
+//     after their retention (each supervisor purges its own module's).
 //     Outbox.Status tells one record's story, Outbox.FindByCorrelation
 //     finds the records of one write, Outbox.FindByResult the records a
 //     sink processed with a result, Outbox.Stats and Outbox.Throughput

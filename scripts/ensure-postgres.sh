@@ -17,9 +17,13 @@ if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null; then
 fi
 echo "Installing PostgreSQL (Debian package)..." >&2
 export DEBIAN_FRONTEND=noninteractive
-# Only the binaries are needed: keep the package from starting its own cluster.
-printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
-chmod +x /usr/sbin/policy-rc.d
-trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+# Only the binaries are needed: keep the package from starting its own
+# cluster. A policy the image has (Debian's container images ship one)
+# stays as it was.
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+  printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+  chmod +x /usr/sbin/policy-rc.d
+  trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+fi
 apt-get update -qq
 apt-get install -y -qq postgresql postgresql-contrib >/dev/null

@@ -3,7 +3,7 @@
 //
 //	tx, err := pool.Begin(ctx)
 //	...
-//	id, err := client.Stage(ctx, pgxtx.Wrap(tx), req)
+//	id, err := client.Stage(ctx, pgxtx.Wrap(tx), "bookings", req)
 //	...
 //	err = tx.Commit(ctx)
 //
