@@ -312,6 +312,7 @@ func TestStageValidates(t *testing.T) {
 		"NULInTemplate":  {func(r *notification.Request) { r.Template = "w\x00" }, "Template holds a NUL character"},
 		"NULInData":      {func(r *notification.Request) { r.Data = map[string]any{"ok": 1, "note": []any{"x\x00"}} }, `Data["note"] holds a NUL character`},
 		"NULInDataKey":   {func(r *notification.Request) { r.Data = map[string]any{"n\x00": 1} }, `Data["n\x00"] holds a NUL character`},
+		"LoneSurrogate":  {func(r *notification.Request) { r.Data = map[string]any{"raw": json.RawMessage(`"\ud800"`)} }, `Data["raw"] holds a NUL character, a lone UTF-16 surrogate`},
 		"YearMinusOne":   {func(r *notification.Request) { r.NotBefore = time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC) }, "NotBefore is before 1970"},
 		"CenturyAhead":   {func(r *notification.Request) { r.NotBefore = time.Now().AddDate(100, 0, 0) }, "NotBefore is more than 8784h0m0s ahead"},
 	} {

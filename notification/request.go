@@ -208,13 +208,14 @@ func (req Request) encode() (body []byte, err error) {
 		// The encoder's message names a type, never a value.
 		return nil, fmt.Errorf("Data cannot be encoded as JSON: %w", err)
 	}
-	if validate.JSONHasNUL(body) {
+	if !validate.JSONStorable(body) {
+		const cannot = "holds a NUL character, a lone UTF-16 surrogate or invalid UTF-8, which PostgreSQL cannot store"
 		for _, key := range slices.Sorted(maps.Keys(req.Data)) {
-			if v, _ := json.Marshal(req.Data[key]); validate.JSONHasNUL(v) || strings.IndexByte(key, 0) >= 0 {
-				return nil, fmt.Errorf("Data[%q] holds a NUL character, which PostgreSQL cannot store", key)
+			if v, _ := json.Marshal(req.Data[key]); !validate.JSONStorable(v) || strings.IndexByte(key, 0) >= 0 {
+				return nil, fmt.Errorf("Data[%q] "+cannot, key)
 			}
 		}
-		return nil, errors.New("Data holds a NUL character, which PostgreSQL cannot store")
+		return nil, errors.New("Data " + cannot)
 	}
 	return body, nil
 }

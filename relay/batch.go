@@ -254,13 +254,14 @@ func settleArgs(st []settlement) []any {
 }
 
 // detailJSON is a Result's detail as the settle statement takes it: "{}"
-// for none, and a note instead of a detail that does not encode.
+// for none, and a note instead of a detail that does not encode, or that
+// jsonb cannot store: the settle of every record with it would fail.
 func detailJSON(detail map[string]any) string {
 	if len(detail) == 0 {
 		return "{}"
 	}
 	b, err := json.Marshal(detail)
-	if err != nil || validate.JSONHasNUL(b) {
+	if err != nil || !validate.JSONStorable(b) {
 		return `{"detail":"does not encode as JSON"}`
 	}
 	return string(b)

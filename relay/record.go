@@ -213,9 +213,11 @@ func (r Result) Code() string { return r.code }
 
 // WithDetail returns r with detail for the record's timeline entry: what
 // the decision read, such as the rule and the row that stopped a
-// delivery. It must encode as JSON and hold no personal data or secret.
-// A Done with a detail gets a timeline entry of its own; a plain Done is
-// read from the row.
+// delivery. It must encode as JSON and hold no personal data or secret;
+// one that does not encode, or that PostgreSQL's jsonb cannot store (a
+// json.RawMessage can hold anything), is replaced by a note saying so,
+// and the record settles as answered. A Done with a detail gets a
+// timeline entry of its own; a plain Done is read from the row.
 func (r Result) WithDetail(detail map[string]any) Result {
 	r.detail = detail
 	return r

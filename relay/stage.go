@@ -183,8 +183,8 @@ func (m Message) validate() error {
 		return fmt.Errorf("%w: Payload is empty", ErrInvalidMessage)
 	case !json.Valid(m.Payload):
 		return fmt.Errorf("%w: Payload is not valid JSON", ErrInvalidMessage)
-	case validate.JSONHasNUL(m.Payload):
-		return fmt.Errorf(`%w: Payload holds the escape \u0000, which PostgreSQL's jsonb cannot store`, ErrInvalidMessage)
+	case !validate.JSONStorable(m.Payload):
+		return fmt.Errorf(`%w: Payload holds the escape \u0000, a lone UTF-16 surrogate escape or invalid UTF-8, which PostgreSQL's jsonb cannot store`, ErrInvalidMessage)
 	case m.ID != uuid.Nil && m.ID.Variant() != uuid.RFC4122:
 		return fmt.Errorf("%w: ID is not an RFC 9562 UUID (its variant is %s)", ErrInvalidMessage, m.ID.Variant())
 	case len(m.Secret) > SecretMaxLen:

@@ -187,6 +187,40 @@ func testStage(t *testing.T, _ drivertest.Driver) {
 		_, err = b.ob.Stage(t.Context(), b.db, relay.Message{Module: module, Kind: "k", Payload: json.RawMessage(`{"path":"C:\\u0000"}`)})
 		require.NoError(t, err)
 	})
+	// Staging takes a payload exactly when PostgreSQL's jsonb does, and
+	// names the Payload, never quoting the server, when it does not.
+	t.Run("PayloadsAsJSONBTakesThem", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		for _, p := range []string{
+			`{"a":"x"}`,
+			`{"a":"\u0000"}`,
+			`{"a":"\\u0000"}`,
+			`{"a":"\\\u0000"}`,
+			`{"\u0000":1}`,
+			`{"a":"\ud83d\ude00"}`,
+			`{"a":"\uD83D\uDE00"}`,
+			`{"a":"\ud800"}`,
+			`{"a":"\udc00"}`,
+			`{"a":"\udc00\ud800"}`,
+			`{"a":"\ud800\u0041"}`,
+			`{"a":"\ud800\\ude00"}`,
+			`{"a":"\\\ud800"}`,
+			`{"a":"\\ud800"}`,
+			"{\"a\":\"\xff\"}",
+			"{\"a\":\"caf\xc3\xa9\"}",
+		} {
+			var ignored string
+			pgErr := b.db.QueryRowContext(t.Context(), `SELECT $1::jsonb::text`, p).Scan(&ignored)
+			_, err := b.ob.Stage(t.Context(), b.db, relay.Message{Module: module, Kind: "k", Payload: json.RawMessage(p)})
+			if pgErr == nil {
+				require.NoError(t, err, "%q", p)
+				continue
+			}
+			require.ErrorIs(t, err, relay.ErrInvalidMessage, "%q: PostgreSQL says %v", p, pgErr)
+			require.ErrorContains(t, err, "Payload holds", "%q", p)
+		}
+	})
 }
 
 func TestNewOutboxRejectsBadSchemas(t *testing.T) {

@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -562,26 +563,36 @@ func TestLaterGivesTheRecordBackUncounted(t *testing.T) {
 
 // A reason PostgreSQL's text cannot hold (a NUL, UTF-8 cut mid-rune, as a
 // provider's answer quoted in an error may be) is stored with U+FFFD in
-// their place: the record ends as its sink answered, and the settle of the
-// records beside it is not held up.
-func TestAReasonTheDatabaseCannotStoreIsStoredCleaned(t *testing.T) {
+// their place, and a detail its jsonb cannot store (a json.RawMessage with
+// a lone surrogate, as a provider's raw answer may hold) as a note saying
+// so: each record ends as its sink answered, and the settle of the records
+// beside it is not held up (it would fail with them, again, until their
+// leases ran out).
+func TestWhatTheDatabaseCannotStoreIsStoredCleaned(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ids := b.stage(t, 3)
+	ids := b.stage(t, 20)
 	sink := newRecorder(func(_ context.Context, rec relay.Record) relay.Result {
-		if rec.ID == ids[0] {
+		switch rec.ID {
+		case ids[0]:
 			return relay.Dead(errors.New("provider said \x00 then \xe2\x82")).WithCode("provider.\xffodd")
+		case ids[7]:
+			return relay.Done().WithDetail(map[string]any{"raw": json.RawMessage(`"\ud800"`)})
 		}
-		return relay.Done()
+		return relay.Done().WithDetail(map[string]any{"ok": true})
 	})
 	supervise(t, b.db, b.config(t), sink)
-	b.eventually(t, "processed_at IS NOT NULL", 2, testwait.Within)
+	b.eventually(t, "processed_at IS NOT NULL", 19, testwait.Within)
 	b.eventually(t, "failed_at IS NOT NULL", 1, testwait.Within)
 	st, err := b.ob.Status(t.Context(), b.db, ids[0])
 	require.NoError(t, err)
 	require.Equal(t, relay.StateDead, st.State)
 	require.Equal(t, "provider said \uFFFD then \uFFFD", st.Reason)
 	require.Equal(t, "provider.\uFFFDodd", st.Code)
+	var note string
+	require.NoError(t, b.db.QueryRowContext(t.Context(), `SELECT detail->>'detail' FROM "`+b.schema+`".timeline WHERE record_id = $1`,
+		ids[7]).Scan(&note))
+	require.Equal(t, "does not encode as JSON", note)
 }
 
 // A due record another transaction holds locked (a Cancel in a

@@ -6,7 +6,6 @@
 package validate
 
 import (
-	"bytes"
 	"fmt"
 	"reflect"
 	"strings"
@@ -67,25 +66,57 @@ func Printable(field, s string, max int) error {
 	return nil
 }
 
-// JSONHasNUL reports whether valid JSON holds the escape \u0000: a
-// "\u0000" preceded by an even number of backslashes (an odd one escapes
-// the backslash instead).
-func JSONHasNUL(payload []byte) bool {
-	for i := 0; ; {
-		j := bytes.Index(payload[i:], []byte(`\u0000`))
-		if j < 0 {
-			return false
-		}
-		at := i + j
-		backslashes := 0
-		for k := at - 1; k >= 0 && payload[k] == '\\'; k-- {
-			backslashes++
-		}
-		if backslashes%2 == 0 {
-			return true
-		}
-		i = at + 1
+// JSONStorable reports whether valid JSON is one PostgreSQL's jsonb takes:
+// valid UTF-8, no escape \u0000, and every UTF-16 surrogate escape one of
+// a pair, a high one then a low one. Go's encoder writes such JSON from
+// Go values; a json.RawMessage or a MarshalJSON method can write anything.
+// In valid JSON a backslash begins an escape and occurs nowhere else.
+func JSONStorable(payload []byte) bool {
+	if !utf8.Valid(payload) {
+		return false
 	}
+	for i := 0; i < len(payload); i++ {
+		if payload[i] != '\\' {
+			continue
+		}
+		i++ // the escaped character
+		if payload[i] != 'u' {
+			continue
+		}
+		r := hex4(payload[i+1 : i+5])
+		i += 4
+		switch {
+		case r == 0, 0xDC00 <= r && r < 0xE000:
+			return false
+		case 0xD800 <= r && r < 0xDC00:
+			// A low surrogate must follow.
+			if i+6 >= len(payload) || payload[i+1] != '\\' || payload[i+2] != 'u' {
+				return false
+			}
+			if low := hex4(payload[i+3 : i+7]); low < 0xDC00 || low >= 0xE000 {
+				return false
+			}
+			i += 6
+		}
+	}
+	return true
+}
+
+// hex4 is the value of four hexadecimal digits, as a JSON \u escape has.
+func hex4(b []byte) rune {
+	var r rune
+	for _, c := range b {
+		r <<= 4
+		switch {
+		case '0' <= c && c <= '9':
+			r |= rune(c - '0')
+		case 'a' <= c && c <= 'f':
+			r |= rune(c - 'a' + 10)
+		case 'A' <= c && c <= 'F':
+			r |= rune(c - 'A' + 10)
+		}
+	}
+	return r
 }
 
 // NotNil checks that v, an interface argument such as a transaction, is
