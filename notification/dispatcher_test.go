@@ -302,19 +302,24 @@ func TestStageValidates(t *testing.T) {
 		mutate func(*notification.Request)
 		want   string
 	}{
-		"NoChannel":      {func(r *notification.Request) { r.Channel = "" }, "Channel is empty"},
-		"BadChannel":     {func(r *notification.Request) { r.Channel = "e mail" }, "Channel"},
-		"NoRecipient":    {func(r *notification.Request) { r.Recipient = "" }, "Recipient is empty"},
-		"Huge":           {func(r *notification.Request) { r.Recipient = strings.Repeat("a", 1025) }, "Recipient is 1025 bytes"},
-		"BadData":        {func(r *notification.Request) { r.Data = map[string]any{"f": func() {}} }, "Data cannot be encoded as JSON"},
-		"PanickingData":  {func(r *notification.Request) { r.Data = map[string]any{"p": panicky{}} }, "Data cannot be encoded as JSON: a MarshalJSON method panicked"},
-		"NULInRecipient": {func(r *notification.Request) { r.Recipient = "a\x00@example.com" }, "Recipient holds a NUL character"},
-		"NULInTemplate":  {func(r *notification.Request) { r.Template = "w\x00" }, "Template holds a NUL character"},
-		"NULInData":      {func(r *notification.Request) { r.Data = map[string]any{"ok": 1, "note": []any{"x\x00"}} }, `Data["note"] holds a NUL character`},
-		"NULInDataKey":   {func(r *notification.Request) { r.Data = map[string]any{"n\x00": 1} }, `Data["n\x00"] holds a NUL character`},
-		"LoneSurrogate":  {func(r *notification.Request) { r.Data = map[string]any{"raw": json.RawMessage(`"\ud800"`)} }, `Data["raw"] holds a NUL character, a lone UTF-16 surrogate`},
-		"YearMinusOne":   {func(r *notification.Request) { r.NotBefore = time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC) }, "NotBefore is before 1970"},
-		"CenturyAhead":   {func(r *notification.Request) { r.NotBefore = time.Now().AddDate(100, 0, 0) }, "NotBefore is more than 8784h0m0s ahead"},
+		"NoChannel":        {func(r *notification.Request) { r.Channel = "" }, "Channel is empty"},
+		"BadChannel":       {func(r *notification.Request) { r.Channel = "e mail" }, "Channel"},
+		"NoRecipient":      {func(r *notification.Request) { r.Recipient = "" }, "Recipient is empty"},
+		"Huge":             {func(r *notification.Request) { r.Recipient = strings.Repeat("a", 1025) }, "Recipient is 1025 bytes"},
+		"BadData":          {func(r *notification.Request) { r.Data = map[string]any{"f": func() {}} }, "Data cannot be encoded as JSON"},
+		"PanickingData":    {func(r *notification.Request) { r.Data = map[string]any{"p": panicky{}} }, "Data cannot be encoded as JSON: a MarshalJSON method panicked"},
+		"NULInRecipient":   {func(r *notification.Request) { r.Recipient = "a\x00@example.com" }, "Recipient holds a NUL character"},
+		"NULInTemplate":    {func(r *notification.Request) { r.Template = "w\x00" }, "Template holds a NUL character"},
+		"NULInData":        {func(r *notification.Request) { r.Data = map[string]any{"ok": 1, "note": []any{"x\x00"}} }, `Data["note"] holds a NUL character`},
+		"NULInDataKey":     {func(r *notification.Request) { r.Data = map[string]any{"n\x00": 1} }, `Data["n\x00"] holds a NUL character`},
+		"LoneSurrogate":    {func(r *notification.Request) { r.Data = map[string]any{"raw": json.RawMessage(`"\ud800"`)} }, `Data["raw"] holds a NUL character, a lone UTF-16 surrogate`},
+		"YearMinusOne":     {func(r *notification.Request) { r.NotBefore = time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC) }, "NotBefore is before 1970"},
+		"BadUTF8Recipient": {func(r *notification.Request) { r.Recipient = "a\xff@example.com" }, "Recipient is not valid UTF-8"},
+		"BadUTF8Template":  {func(r *notification.Request) { r.Template = "w\xc3" }, "Template is not valid UTF-8"},
+		"NULInSecretsKey":  {func(r *notification.Request) { r.Secrets = map[string]string{"c\x00": "1"} }, `Secrets key "c\x00" holds a NUL character`},
+		"ExpiresYear10000": {func(r *notification.Request) { r.ExpiresAt = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) }, "ExpiresAt is after the year 9999"},
+		"ExpiresYear1":     {func(r *notification.Request) { r.ExpiresAt = time.Date(1, 1, 2, 0, 0, 0, 0, time.UTC) }, "ExpiresAt is before 1970"},
+		"CenturyAhead":     {func(r *notification.Request) { r.NotBefore = time.Now().AddDate(100, 0, 0) }, "NotBefore is more than 8784h0m0s ahead"},
 	} {
 		req := ok
 		tc.mutate(&req)

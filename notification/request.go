@@ -147,13 +147,16 @@ func (req Request) validate(module string) error {
 	case len(req.Recipient) > RecipientMaxLen:
 		return fmt.Errorf("Recipient is %d bytes long, at most %d allowed", len(req.Recipient), RecipientMaxLen)
 	}
-	if err := validate.NoNUL("Recipient", req.Recipient); err != nil {
+	if err := validate.Text("Recipient", req.Recipient); err != nil {
 		return err
 	}
-	if err := validate.NoNUL("Template", req.Template); err != nil {
+	if err := validate.Text("Template", req.Template); err != nil {
 		return err
 	}
 	if err := validate.NotBefore("NotBefore", req.NotBefore, time.Now()); err != nil {
+		return err
+	}
+	if err := validate.Year("ExpiresAt", req.ExpiresAt); err != nil {
 		return err
 	}
 	if req.Category != "" {
@@ -177,7 +180,10 @@ func (req Request) validate(module string) error {
 		case inData:
 			return fmt.Errorf("Secrets[%q] is a key of Data too: a template value is one or the other", key)
 		}
-		if err := validate.NoNUL(fmt.Sprintf("Secrets[%q]", key), req.Secrets[key]); err != nil {
+		if err := validate.Text(fmt.Sprintf("Secrets key %q", key), key); err != nil {
+			return err
+		}
+		if err := validate.Text(fmt.Sprintf("Secrets[%q]", key), req.Secrets[key]); err != nil {
 			return err
 		}
 	}

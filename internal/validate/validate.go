@@ -36,11 +36,29 @@ func NotBefore(field string, t, now time.Time) error {
 	return nil
 }
 
-// NoNUL checks that s holds no NUL byte, which PostgreSQL's text and jsonb
-// cannot store.
-func NoNUL(field, s string) error {
-	if strings.IndexByte(s, 0) >= 0 {
+// Text checks that s is stored as it is: no NUL byte, which PostgreSQL's
+// text and jsonb cannot store, and valid UTF-8, which a JSON encoder would
+// otherwise change (another recipient than the one given, say).
+func Text(field, s string) error {
+	switch {
+	case strings.IndexByte(s, 0) >= 0:
 		return fmt.Errorf("%s holds a NUL character, which PostgreSQL cannot store", field)
+	case !utf8.ValidString(s):
+		return fmt.Errorf("%s is not valid UTF-8: it would be stored changed", field)
+	}
+	return nil
+}
+
+// Year checks a time that is stored as JSON: zero, or from 1970 to the end
+// of the year 9999, past which JSON has no form for it.
+func Year(field string, t time.Time) error {
+	switch {
+	case t.IsZero():
+		return nil
+	case t.Before(notBeforeMin):
+		return fmt.Errorf("%s is before 1970", field)
+	case t.Year() > 9999:
+		return fmt.Errorf("%s is after the year 9999", field)
 	}
 	return nil
 }
