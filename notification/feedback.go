@@ -59,6 +59,7 @@ func ReportID(r feedback.Report) uuid.UUID {
 // receipts, by ticket id): *feedback.Expo is one. A reference without a
 // report yet has none in the result. On an error it returns the reports
 // it got before it; feedback.Retryable tells an error worth trying again.
+// A panic is recovered, logged and tried again as such an error is.
 type ReceiptFetcher interface {
 	Receipts(ctx context.Context, references []string) ([]feedback.Report, error)
 }
@@ -204,6 +205,32 @@ func (d *Dispatcher) receiptsRetry(rec relay.Record, err error) relay.Result {
 	return relay.Retry(delay, err).WithCode(CodeReceiptsFailed)
 }
 
+// fetch asks f for the receipts of refs, turning a panic into an error
+// that is tried again as a provider's failure is: a fetcher's bug must not
+// take the process down, with every delivery in it, at each hand.
+func (d *Dispatcher) fetch(ctx context.Context, channel string, f ReceiptFetcher, refs []string) (reports []feedback.Report, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			d.log.ErrorContext(ctx, "receipt fetcher panicked", "channel", channel, "panic", r)
+			reports, err = nil, fetcherPanic{channel: channel, value: r}
+		}
+	}()
+	return f.Receipts(ctx, refs)
+}
+
+// fetcherPanic is the error of a ReceiptFetcher that panicked.
+type fetcherPanic struct {
+	channel string
+	value   any
+}
+
+func (e fetcherPanic) Error() string {
+	return fmt.Sprintf("receipt fetcher for channel %q panicked: %v", e.channel, e.value)
+}
+
+// Retryable says that fetching again may succeed: once the bug is fixed.
+func (fetcherPanic) Retryable() bool { return true }
+
 // fetchReceipts handles the receipts records idx of b: per channel, one
 // fetch for all their references, then one transaction that stages the
 // reports and settles the records.
@@ -237,7 +264,7 @@ func (d *Dispatcher) fetchReceipts(ctx context.Context, bind *binding, b *relay.
 			}
 		}
 		fetchCtx, cancel := context.WithTimeout(ctx, bind.timeout)
-		reports, err := rc.Fetcher.Receipts(fetchCtx, refs)
+		reports, err := d.fetch(fetchCtx, channel, rc.Fetcher, refs)
 		cancel()
 		reported := map[string]bool{}
 		for n, r := range reports {

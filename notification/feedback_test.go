@@ -736,6 +736,19 @@ func TestReceiptsFailing(t *testing.T) {
 		require.Contains(t, st.Reason, "503")
 	})
 
+	// A fetcher's panic is answered as its failure is, not with the
+	// process's end.
+	t.Run("FetcherPanics", func(t *testing.T) {
+		t.Parallel()
+		r, push := rigWith(t, panickingFetcher{})
+		r.deliveredWith(t, push, "push", "ExponentPushToken[bug]", "ticket-bug")
+		st := r.waitSettled(t, r.receiptsRecord(t, "ticket-bug"))
+		require.Equal(t, relay.StateDead, st.State, "%+v", st)
+		require.Equal(t, notification.CodeReceiptsFailed, st.Code)
+		require.Equal(t, 2, st.Attempts)
+		require.Contains(t, st.Reason, `receipt fetcher for channel "push" panicked: a bug`)
+	})
+
 	t.Run("RetryAfter", func(t *testing.T) {
 		t.Parallel()
 		r, push := rigWith(t, expoDown(t, http.StatusTooManyRequests, "3600"))
@@ -774,6 +787,13 @@ func TestReceiptsFailing(t *testing.T) {
 		res := testwait.Recv(t, results, "the receipts record's answer")
 		require.NotContains(t, res.String(), "dead", "a shutdown is no reason to give the receipts up")
 	})
+}
+
+// panickingFetcher is a ReceiptFetcher with a bug.
+type panickingFetcher struct{}
+
+func (panickingFetcher) Receipts(context.Context, []string) ([]feedback.Report, error) {
+	panic("a bug")
 }
 
 // countingFetcher is a ReceiptFetcher that counts its calls and finds no
