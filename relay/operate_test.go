@@ -79,6 +79,7 @@ func TestOperate(t *testing.T) {
 		b.eventually(t, "processed_at IS NOT NULL", 1, 10*time.Second)
 		require.Equal(t, 1, sink.handsOf(ids[0]))
 		require.Equal(t, 0, sink.records()[0].Attempts, "a fresh budget")
+		require.Empty(t, sink.records()[0].LastError, "the reason it died of is on its timeline, not the first hand's")
 		require.Equal(t, 2, b.count(t, "failed_at IS NOT NULL"))
 
 		n, err = b.ob.Reemit(t.Context(), b.db, &relay.DeadFilter{Module: module})

@@ -72,7 +72,7 @@ type Record struct {
 	Attempts      int               // answers other than done so far; this hand is attempt Attempts+1
 	Hand          int               // 1 on the first hand; counts crashes and lease expiries too
 	Unsure        int               // Unsure answers so far (see Config.MaxUnsure)
-	LastError     string            // the reason of the last retry; empty on the first attempt
+	LastError     string            // the reason of the last Retry or Unsure; empty until one, and after a re-emit
 	Secret        []byte            // Message.Secret, while the record lives; nil if none
 
 	staged    time.Duration // staging to claim, on the database clock

@@ -416,7 +416,7 @@ func newQueries(schema string) queries {
 				WHERE failed_at IS NOT NULL AND {deadFilter}
 				FOR UPDATE),
 			up AS (
-				UPDATE {t} o SET failed_at = NULL, failure_reason = NULL, code = '',
+				UPDATE {t} o SET failed_at = NULL, failure_reason = NULL, code = '', last_error = '',
 					attempts = 0, hands = 0, unsure = 0, answered_hand = 0, available_at = now()
 				FROM was WHERE o.id = was.id
 				RETURNING o.id, o.module),
