@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -27,6 +28,12 @@ const (
 	RetentionDefault     = 7 * 24 * time.Hour
 	PurgeIntervalDefault = 10 * time.Minute
 )
+
+// LimitMax is the largest BatchSize, Concurrency and Connections a Config
+// may have: each sizes what the relay allocates, up front or per claim,
+// so a larger one is a mistake (math.MaxInt meant as "no limit", say)
+// that would crash the process.
+const LimitMax = 1_000_000
 
 // Config configures a relay supervisor. The zero value of each field means
 // its default; Supervise copies the Config and never changes the caller's.
@@ -222,6 +229,17 @@ func (c Config) validate() error {
 	}
 	if err := ident.CheckSchema("Schema", c.Schema); err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"BatchSize", c.BatchSize}, {"Concurrency", c.Concurrency}, {"Connections", c.Connections}} {
+		if f.v > LimitMax {
+			return fmt.Errorf("%w: %s (%d) is more than LimitMax (%d)", ErrConfig, f.name, f.v, LimitMax)
+		}
+	}
+	if c.HandTimeout > math.MaxInt64/2 {
+		return fmt.Errorf("%w: HandTimeout (%s) is too long: the Lease of twice it is more than a time.Duration holds", ErrConfig, c.HandTimeout)
 	}
 	for _, f := range []struct {
 		name string

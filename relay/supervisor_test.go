@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"strings"
 	"sync"
@@ -415,6 +416,9 @@ func TestSuperviseRejectsBadConfig(t *testing.T) {
 		"NegativeGrace":     {relay.Config{Module: module, GracePeriod: -time.Second}, "GracePeriod is negative"},
 		"NegativeUnsure":    {relay.Config{Module: module, MaxUnsure: -1}, "MaxUnsure is negative"},
 		"LaneAboveConc":     {relay.Config{Module: module, Concurrency: 10, LaneLimit: 11}, "LaneLimit (11) must not exceed Concurrency (10)"},
+		"NoLimitConc":       {relay.Config{Module: module, Concurrency: math.MaxInt, LaneLimit: 10}, "Concurrency (9223372036854775807) is more than LimitMax"},
+		"HugeBatch":         {relay.Config{Module: module, BatchSize: relay.LimitMax + 1}, "BatchSize (1000001) is more than LimitMax"},
+		"EndlessHand":       {relay.Config{Module: module, HandTimeout: math.MaxInt64}, "HandTimeout (2562047h47m16.854775807s) is too long"},
 	} {
 		err := relay.Supervise(t.Context(), db, &tc.cfg, newRecorder(nil))
 		require.ErrorIs(t, err, relay.ErrConfig, name)
