@@ -13,7 +13,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tidings-go/tidings/dbtx"
+	"github.com/tidings-go/tidings/delivery"
 	"github.com/tidings-go/tidings/internal/pgarray"
+	"github.com/tidings-go/tidings/internal/validate"
 	"github.com/tidings-go/tidings/notification/feedback"
 	"github.com/tidings-go/tidings/relay"
 )
@@ -22,15 +24,16 @@ import (
 // request a rule ends is processed, not dead: no bulk re-emit of dead
 // requests sends it; Status.Outcome says what became of it.
 const (
-	CodeSkipped         = "policy.skipped"       // a preference or a category's default stopped it
-	CodeQuietHours      = "policy.quiet_hours"   // deferred to the end of the subject's quiet window
-	CodeExpired         = "policy.expired"       // past Request.ExpiresAt before it could go out
-	CodeDuplicate       = "policy.duplicate"     // another request with its dedup key was delivered first
-	CodeDedupWait       = "policy.dedup_wait"    // waits for a request with its dedup key in the same transaction
-	CodeUnknownCategory = "category.unknown"     // Config.Categories does not declare its category
-	CodeSecretErased    = "secret.erased"        // re-emitted after its secrets were erased
-	CodeSuppressed      = "policy.suppressed"    // its address is suppressed (a bounce, a complaint, an unsubscribe)
-	CodeUnresolved      = "recipient.unresolved" // its channel's Resolver knows no address for its recipient
+	CodeSkipped         = "policy.skipped"           // a preference or a category's default stopped it
+	CodeQuietHours      = "policy.quiet_hours"       // deferred to the end of the subject's quiet window
+	CodeExpired         = "policy.expired"           // past Request.ExpiresAt before it could go out
+	CodeDuplicate       = "policy.duplicate"         // another request with its dedup key was delivered first
+	CodeDedupWait       = "policy.dedup_wait"        // waits for a request with its dedup key in the same transaction
+	CodeUnknownCategory = "category.unknown"         // Config.Categories does not declare its category
+	CodeSecretErased    = "secret.erased"            // re-emitted after its secrets were erased
+	CodeSuppressed      = "policy.suppressed"        // its address is suppressed (a bounce, a complaint, an unsubscribe)
+	CodeUnresolved      = "recipient.unresolved"     // its channel's Resolver knows no address for its recipient, or a bad one
+	CodeResolveFailed   = "recipient.resolve_failed" // its channel's Resolver failed: retried as the Policy says
 )
 
 // Outcome is what became of a processed request.
@@ -141,7 +144,7 @@ func (d *Dispatcher) ruleArgs(jobs []job) []any {
 	seenScope, seenDest := make(map[scope]bool, len(jobs)), make(map[destination]bool, len(jobs))
 	for i := range jobs {
 		j := &jobs[i]
-		if j.unresolved {
+		if j.unresolved != nil {
 			continue
 		}
 		if s := j.req.Subject; s != "" && !j.req.Critical && !d.cfg.Categories[j.req.Category].Critical {
@@ -313,12 +316,16 @@ func (d *Dispatcher) decide(r rules, jobs []job, first map[uuid.UUID]bool) map[i
 // suppression of an address applies to the requests that resolve to it,
 // and hands the delivery the address as Pending.Recipient.
 //
-// The map answers each recipient it knows; a recipient it leaves out ends
-// its requests dead with the code recipient.unresolved (re-emit them once
-// the address exists), but for one an earlier hand delivered, which its
-// committed inbox claim answers delivered. An error offers the channel's
-// requests of the batch again later, without counting an attempt. It is
-// called concurrently for different batches.
+// The map answers each recipient it knows; a recipient it leaves out, or
+// answers with an address staging would refuse as a Recipient (a NUL,
+// invalid UTF-8, more than RecipientMaxLen bytes), ends its requests dead
+// with the code recipient.unresolved (re-emit them once the address
+// exists), but for one an earlier hand delivered, which its committed
+// inbox claim answers delivered. An error is a failure of the lookup, as
+// a provider's outage is of a delivery: the channel's requests of the
+// batch are retried as Config.Policy says, with the code
+// recipient.resolve_failed, and are dead with the error once its attempts
+// are spent. It is called concurrently for different batches.
 type Resolver interface {
 	Resolve(ctx context.Context, recipients []string) (map[string]string, error)
 }
@@ -334,7 +341,8 @@ func (f ResolverFunc) Resolve(ctx context.Context, recipients []string) (map[str
 // resolve gives the jobs of channels with a Resolver their addresses, one
 // call per channel, and returns them, those it cannot resolve marked
 // unresolved (dead, unless an earlier hand delivered them: decide
-// checks). A failed call offers the channel's jobs again later.
+// checks). A failed call retries the channel's jobs as a delivery's
+// Retry is.
 func (d *Dispatcher) resolve(ctx context.Context, b *relay.Batch, jobs []job) []job {
 	byChannel := map[string][]string{}
 	seen := map[[2]string]bool{} // channel, recipient
@@ -364,26 +372,41 @@ func (d *Dispatcher) resolve(ctx context.Context, b *relay.Batch, jobs []job) []
 			continue
 		}
 		if err := failed[j.p.Channel]; err != nil {
-			b.Answer(j.i, d.unsureOf(j.rec, err))
+			b.Answer(j.i, d.failed(j, delivery.Retry(delivery.WithCode(CodeResolveFailed, err))))
 			continue
 		}
-		if address := addresses[j.p.Channel][j.p.Recipient]; address != "" {
-			j.p.Recipient = address
+		address := addresses[j.p.Channel][j.p.Recipient]
+		if err := checkResolved(address); err != nil {
+			j.unresolved = fmt.Errorf("the Resolver of channel %q %w", j.p.Channel, err)
 		} else {
-			j.unresolved = true
+			j.p.Recipient = address
 		}
 		keep = append(keep, j)
 	}
 	return keep
 }
 
+// checkResolved checks an address a Resolver answered as staging checks a
+// Recipient, saying what is wrong with it after the Resolver's name.
+func checkResolved(address string) error {
+	switch {
+	case address == "":
+		return errors.New("has no address for the recipient")
+	case len(address) > RecipientMaxLen:
+		return fmt.Errorf("answered an address of %d bytes, at most %d allowed", len(address), RecipientMaxLen)
+	}
+	if err := validate.Text("its address", address); err != nil {
+		return fmt.Errorf("answered an address that cannot be stored: %w", err)
+	}
+	return nil
+}
+
 // decideOne applies the rules to one request, going to dst: a result when
 // a rule ends or defers it, with the rule MetricDecisions counts it by
 // (none for a request that is dead), or decided false to deliver it.
 func (d *Dispatcher) decideOne(r rules, j *job, dst destination) (res relay.Result, rule string, decided bool) {
-	if j.unresolved {
-		return relay.Dead(fmt.Errorf("the Resolver of channel %q has no address for the recipient", j.p.Channel)).
-			WithCode(CodeUnresolved), "", true
+	if j.unresolved != nil {
+		return relay.Dead(j.unresolved).WithCode(CodeUnresolved), "", true
 	}
 	req := j.req
 	if req.ExpiresAt != nil && !r.now.Before(*req.ExpiresAt) {

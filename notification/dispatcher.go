@@ -225,9 +225,10 @@ type job struct {
 	// skew is the database's clock minus this process's, as the rules
 	// read found it: times are the database's (DESIGN.md).
 	skew time.Duration
-	// unresolved is a request whose channel's Resolver had no address
-	// for its recipient.
-	unresolved bool
+	// unresolved says why the request's channel's Resolver gave no
+	// address for its recipient that it can go to; nil when it did, or
+	// when the channel has no Resolver.
+	unresolved error
 }
 
 // HandleBatch delivers a claimed batch: the relay calls it. Records of

@@ -51,13 +51,15 @@ func (pb *phoneBook) set(f func(pb *phoneBook)) {
 // A channel's Resolver turns the user a request names into the address
 // its delivery sends to, once per batch for its distinct recipients,
 // before the recipient rules: the delivery sees the address, the
-// suppression of the address stops the request, a user without one ends
-// dead with recipient.unresolved, and a failed lookup is offered again
-// without spending an attempt.
+// suppression of the address stops the request, a user without one (or
+// with one no Recipient could be) ends dead with recipient.unresolved,
+// and a failed lookup is retried as the Policy says, a provider's outage
+// is.
 func TestResolvers(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	pb := &phoneBook{numbers: map[string]string{"user-1": "+15550001", "user-2": "+15550002", "user-3": "+15550003"}}
+	pb := &phoneBook{numbers: map[string]string{"user-1": "+15550001", "user-2": "+15550002", "user-3": "+15550003",
+		"user-nul": "+1555\x000004"}}
 	cfg := b.config()
 	cfg.Resolvers = map[string]notification.Resolver{"sms": pb}
 	b.inTx(t, func(tx *sql.Tx) {
@@ -67,7 +69,7 @@ func TestResolvers(t *testing.T) {
 		return notification.Request{Channel: "sms", Recipient: user, Template: "booked"}
 	}
 	// Staged before the relay runs, so that one batch holds them all.
-	ids := b.stage(t, text("user-1"), text("user-1"), text("user-2"), text("nobody"), mailTo("user-1"))
+	ids := b.stage(t, text("user-1"), text("user-1"), text("user-2"), text("nobody"), mailTo("user-1"), text("user-nul"))
 	b.run(t, b.dispatcher(t, cfg))
 
 	for _, id := range ids[:2] {
@@ -79,7 +81,7 @@ func TestResolvers(t *testing.T) {
 	for _, p := range got {
 		require.Equal(t, "+15550001", p.Recipient, "the delivery sends to the address")
 	}
-	require.Equal(t, [][]string{{"user-1", "user-2", "nobody"}}, pb.asked, "one call per batch, each recipient once, sms only")
+	require.Equal(t, [][]string{{"user-1", "user-2", "nobody", "user-nul"}}, pb.asked, "one call per batch, each recipient once, sms only")
 
 	st := b.waitOutcome(t, ids[2])
 	require.Equal(t, notification.OutcomeSuppressed, st.Outcome, "the resolved address is suppressed")
@@ -88,18 +90,24 @@ func TestResolvers(t *testing.T) {
 	st = b.waitOutcome(t, ids[3])
 	require.Equal(t, relay.StateDead, st.State)
 	require.Equal(t, notification.CodeUnresolved, st.Code)
+	require.Equal(t, `the Resolver of channel "sms" has no address for the recipient`, st.Reason)
+
+	st = b.waitOutcome(t, ids[5])
+	require.Equal(t, relay.StateDead, st.State)
+	require.Equal(t, notification.CodeUnresolved, st.Code)
+	require.Equal(t, `the Resolver of channel "sms" answered an address that cannot be stored: its address holds a NUL character, which PostgreSQL cannot store`, st.Reason)
 
 	require.Equal(t, "user-1", b.mail.Requests()[0].Recipient, "a channel without a Resolver sends to the recipient")
 
 	t.Run("Down", func(t *testing.T) {
 		pb.set(func(pb *phoneBook) { pb.down = true; pb.asked = nil })
 		id := b.stage(t, text("user-3"))[0]
-		require.Eventually(t, func() bool { return b.status(t, id).Unsure >= 2 }, 15*time.Second, 5*time.Millisecond,
-			"waiting for the failed lookups to offer the request again")
+		require.Eventually(t, func() bool { return b.status(t, id).Attempts >= 2 }, 15*time.Second, 5*time.Millisecond,
+			"waiting for the failed lookups to retry the request")
 		st := b.status(t, id)
 		require.Equal(t, relay.StatePending, st.State)
-		require.Zero(t, st.Attempts, "a failed lookup spends no attempt")
-		require.Equal(t, notification.CodeClaimFailed, st.Code)
+		require.Zero(t, st.Unsure, "a failed lookup is no fault of the claim's transaction")
+		require.Equal(t, notification.CodeResolveFailed, st.Code)
 		pb.set(func(pb *phoneBook) { pb.down = false })
 		require.Equal(t, notification.OutcomeDelivered, b.waitOutcome(t, id).Outcome)
 		require.Equal(t, 1, b.sms.Count(id))
