@@ -118,12 +118,15 @@ type Status struct {
 	Channel string
 	// Outcome is what became of a processed request: delivered, or
 	// stopped by a recipient rule (skipped, expired, duplicate,
-	// suppressed); "" for a
-	// request that is not processed.
+	// suppressed); "" for a request that is not processed.
 	Outcome Outcome
 	// Reference is the provider's reference of a delivered request (the
 	// relay's Result), or of the request a duplicate duplicates; "" for
-	// any other.
+	// any other. It is "" too for a request that commits alone (CommitEach)
+	// whose delivering hand's settle was lost (a crash between the claim's
+	// commit and the settle): only the settle writes it, and the next hand
+	// finds the request delivered but not what the provider called it, so
+	// a provider's report naming that reference finds no request.
 	Reference string
 }
 
