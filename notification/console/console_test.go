@@ -382,6 +382,18 @@ func TestServeLocal(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, resp.Body.Close())
 	require.Equal(t, http.StatusOK, resp.StatusCode)
+	// Asked under another name that resolves to the loopback address (a
+	// page elsewhere that rebinds its name), it answers nothing of its own.
+	req.Host = "attacker.example:" + req.URL.Port()
+	resp, err = client.Do(req)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusMisdirectedRequest, resp.StatusCode)
+	req.Host = "localhost:" + req.URL.Port()
+	resp, err = client.Do(req)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusOK, resp.StatusCode)
 	cancel()
 	require.NoError(t, testwait.Recv(t, done, "ServeLocal to return once its context ended"))
 

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tidings-go/tidings/notification"
@@ -36,6 +37,20 @@ type LocalConfig struct {
 	ListeningFunc func(url string)
 }
 
+// loopbackHost serves h the requests whose Host is 127.0.0.1 or localhost
+// on port, and refuses any other.
+func loopbackHost(port int, h http.Handler) http.Handler {
+	p := strconv.Itoa(port)
+	allowed := map[string]bool{"127.0.0.1:" + p: true, "localhost:" + p: true}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !allowed[strings.ToLower(r.Host)] {
+			http.Error(w, "this console answers only at 127.0.0.1:"+p+" and localhost:"+p, http.StatusMisdirectedRequest)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
 // ServeLocal serves the console of db on 127.0.0.1, for a quick look from
 // the machine it runs on, until ctx ends: then it lets the requests in
 // flight finish for up to five seconds, closes what is still open, and
@@ -45,7 +60,11 @@ type LocalConfig struct {
 // driver (lib/pq's, or pgx's through stdlib.OpenDBFromPool): the console
 // imports none. It listens on loopback only, because the console has no
 // authentication of its own: to show it to others, mount New's handler
-// behind the service's authentication instead.
+// behind the service's authentication instead. And it answers only
+// requests addressed to it by that address or as localhost (their Host
+// header): a web page the operator opens elsewhere cannot make a name of
+// its own resolve to the loopback address (DNS rebinding) and use the
+// console as its own page.
 func ServeLocal(ctx context.Context, db *sql.DB, cfg *LocalConfig) error {
 	var c LocalConfig
 	if cfg != nil {
@@ -75,7 +94,7 @@ func ServeLocal(ctx context.Context, db *sql.DB, cfg *LocalConfig) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle(c.Console.BasePath+"/", h)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: loopbackHost(ln.Addr().(*net.TCPAddr).Port, mux), ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	if c.ListeningFunc != nil {
