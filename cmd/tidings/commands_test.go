@@ -326,6 +326,10 @@ func TestSuppressionsAndLift(t *testing.T) {
 	require.Equal(t, exitOK, r.code, r.errOut)
 	require.NotContains(t, r.out, adaMail, "nor in JSON")
 	require.Contains(t, r.out, `"reason": "bounce.permanent"`)
+	r = w.tidings(t, nil, "suppressions", "--limit", "1", "--json")
+	require.Equal(t, exitOK, r.code, r.errOut)
+	require.NotContains(t, r.out, adaMail, "nor in the cursor of the next page")
+	require.Contains(t, r.errOut, "the next page needs --show-addresses")
 
 	r = w.tidings(t, nil, "suppressions", "--show-addresses", "--limit", "1", "--json")
 	require.Equal(t, exitOK, r.code, r.errOut)

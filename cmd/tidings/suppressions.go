@@ -21,7 +21,8 @@ category), its class and reason, the provider and report that suppressed
 it, and since when. A page at a time (--limit; the next page starts
 --after the last row of this one, written channel/scope/address).
 
-Addresses are personal data: they are shown only with --show-addresses.
+Addresses are personal data: they are shown only with --show-addresses,
+and so is the next page's cursor (next_after in --json), which holds one.
 --address finds one address (normalised as suppressions are: a mail
 address lower-cased) and shows it, since you named it.
 
@@ -103,8 +104,8 @@ func runSuppressions(ctx context.Context, e *env, c *command, args []string) int
 			views[i].Address = sp.Address
 		}
 	}
-	var next string
-	if len(page) == *limit {
+	var next string // the cursor: the last row, address and all
+	if len(page) == *limit && shown {
 		last := page[len(page)-1]
 		next = last.Channel + "/" + last.Scope + "/" + last.Address
 	}
@@ -119,8 +120,10 @@ func runSuppressions(ctx context.Context, e *env, c *command, args []string) int
 	if err != nil {
 		return c.fail(e, err)
 	}
-	if next != "" && !cn.json {
-		// The cursor holds the last address: say only that there is one.
+	switch {
+	case len(page) == *limit && !shown:
+		fmt.Fprintln(e.stderr, "more may follow: a page's cursor is its last address, so the next page needs --show-addresses")
+	case next != "" && !cn.json:
 		fmt.Fprintln(e.stderr, "more may follow: add --after with the last row (--json shows it as next_after)")
 	}
 	return exitIfNone(len(views))
