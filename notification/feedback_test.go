@@ -414,6 +414,15 @@ func TestReportUnsubscribe(t *testing.T) {
 		r.requireDelivered(t, "sms", number, r.sms)
 	})
 
+	// A verified report with a NUL (PostgreSQL keeps none) is taken, the
+	// NUL replaced, rather than refused with a 503 on every post again.
+	t.Run("NUL", func(t *testing.T) {
+		t.Parallel()
+		r.postTwilio(t, twilioInbound("SM-stop-nul", "+1555\x000101", "Stop"))
+		r.waitApplied(t, feedback.ProviderTwilio, "SM-stop-nul")
+		r.requireSuppressed(t, "sms", "+1555\uFFFD0101", feedback.ClassUnsubscribe, feedback.CodeUnsubscribe)
+	})
+
 	t.Run("StartKeepsAPermanentFailure", func(t *testing.T) {
 		t.Parallel()
 		const number = "+15550199"

@@ -265,17 +265,19 @@ func validID(id string) bool {
 }
 
 // finish checks the event ids of a parser's reports and makes their other
-// texts valid UTF-8, which is what a JSON or text column keeps. An id it
-// cannot keep is an ErrPayload error.
+// texts what a JSON or text column keeps: valid UTF-8 without a NUL, each
+// bad byte U+FFFD. A report PostgreSQL refused would fail its Store every
+// time the provider posted it again, with the good reports of its batch.
+// An id it cannot keep is an ErrPayload error.
 func finish(reports []Report) ([]Report, error) {
 	for i := range reports {
 		r := &reports[i]
 		if !validID(r.EventID) {
 			return nil, fmt.Errorf("%w: an event id that is empty, longer than %d bytes or not printable UTF-8", ErrPayload, EventIDMax)
 		}
-		r.Type = strings.ToValidUTF8(r.Type, "\uFFFD")
-		r.Address = strings.ToValidUTF8(r.Address, "\uFFFD")
-		r.MessageID = strings.ToValidUTF8(r.MessageID, "\uFFFD")
+		for _, s := range []*string{&r.Type, &r.Address, &r.MessageID, &r.Code, &r.Detail} {
+			*s = strings.ReplaceAll(strings.ToValidUTF8(*s, "\uFFFD"), "\x00", "\uFFFD")
+		}
 	}
 	return reports, nil
 }
