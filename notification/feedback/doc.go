@@ -77,7 +77,9 @@
 //     MessageRateExceeded among others;
 //   - a push token is [ClassPermanent] only on DeviceNotRegistered;
 //   - an unsubscribe ([ClassUnsubscribe]) can be undone only by the
-//     person ([ClassResubscribe]: Twilio START, a Postmark reactivation);
+//     person ([ClassResubscribe]: Twilio START, a SendGrid group
+//     resubscribe); a Postmark reactivation, which only the sender makes,
+//     is [ClassNone];
 //   - an event this package does not know is [ClassNone], not an error,
 //     so that the provider does not send it again forever.
 //

@@ -132,6 +132,9 @@ func parsePostmark(body []byte) ([]Report, error) {
 		r.OccurredAt = parseTime(ev.ChangedAt)
 		r.Class, r.Code = postmarkSubscription(ev.SuppressSending, ev.SuppressionReason)
 		r.Detail = detail(ev.SuppressionReason)
+		if !ev.SuppressSending {
+			r.Detail = detail("reactivated", ev.SuppressionReason)
+		}
 	case "Delivery":
 		r.Address = NormalizeAddress(ChannelMail, ev.Recipient)
 		r.EventID = derivedEventID(ev.RecordType, ev.MessageID, r.Address, ev.DeliveredAt)
@@ -213,12 +216,14 @@ func postmarkBounce(bounceType string, inactive bool) (Class, string) {
 
 // postmarkSubscription classifies a subscription change
 // (https://postmarkapp.com/developer/webhooks/subscription-change-webhook):
-// SuppressSending false is a reactivation, a resubscribe; true is a
-// suppression for its SuppressionReason: HardBounce, SpamComplaint or
-// ManualSuppression (an unsubscribe link, or the sender's own).
+// SuppressSending true is a suppression for its SuppressionReason:
+// HardBounce, SpamComplaint or ManualSuppression (an unsubscribe link, or
+// the sender's own). False is a reactivation, which only the sender makes
+// (in Postmark's UI or through its API), never the person: it lifts
+// nothing here, so that it cannot undo the person's own unsubscribe.
 func postmarkSubscription(suppress bool, reason string) (Class, string) {
 	if !suppress {
-		return ClassResubscribe, CodeResubscribe
+		return ClassNone, CodeIgnored
 	}
 	switch reason {
 	case "HardBounce":

@@ -152,8 +152,10 @@ func TestParsePostmark(t *testing.T) {
 			{true, "HardBounce", feedback.ClassPermanent},
 			{true, "SpamComplaint", feedback.ClassComplaint},
 			{true, "ManualSuppression", feedback.ClassUnsubscribe},
-			{false, "ManualSuppression", feedback.ClassResubscribe},
-			{false, "HardBounce", feedback.ClassResubscribe},
+			// A reactivation is the sender's, never the person's: it lifts
+			// no unsubscribe of theirs.
+			{false, "ManualSuppression", feedback.ClassNone},
+			{false, "HardBounce", feedback.ClassNone},
 		} {
 			suppress := "false"
 			if tc.suppress {

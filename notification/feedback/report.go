@@ -126,7 +126,7 @@ const (
 	ClassUnsubscribe Class = "unsubscribe"
 
 	// ClassResubscribe: the person asked for messages again after an
-	// unsubscribe (an SMS START, a Postmark reactivation).
+	// unsubscribe (an SMS START, a SendGrid group resubscribe).
 	ClassResubscribe Class = "resubscribe"
 
 	// ClassDelivered: the provider delivered the message, or the person
