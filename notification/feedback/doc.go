@@ -50,9 +50,12 @@
 //     [SendGridConfig.Tolerance] (ten minutes).
 //   - Twilio: HMAC-SHA1 with a configured auth token over
 //     [TwilioConfig.URL] and the sorted POST parameters. The scheme has no
-//     timestamp: a captured request can be replayed at any time, and
-//     becomes a duplicate by its MessageSid. JSON bodies (bodySHA256) are
-//     not taken.
+//     timestamp: a captured request can be replayed at any time. A replay
+//     is a duplicate by its MessageSid while the dispatcher keeps the
+//     report's inbox claim (InboxRetention, 28 days by default); later it
+//     is applied again, so a replayed START lifts a STOP sent since. Keep
+//     the receiver's requests out of logs, as its auth token. JSON bodies
+//     (bodySHA256) are not taken.
 //
 // Expo has no webhook: [Expo.Receipts] fetches push receipts for ticket
 // ids and returns their reports, for a service to poll.
