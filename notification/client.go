@@ -310,7 +310,8 @@ func (c *Client) CountDead(ctx context.Context, f *DeadFilter, by relay.GroupBy)
 }
 
 // Throughput counts the records of module ("" for every module) processed
-// (a request: delivered) and dead in each of the last minutes (1 to
+// (a request delivered or ended by a recipient rule, a provider's report
+// applied) and dead in each of the last minutes (1 to
 // relay.ThroughputMinutesMax), the oldest minute first, reading only the
 // records settled in them.
 func (c *Client) Throughput(ctx context.Context, module string, minutes int) ([]relay.Minute, error) {

@@ -18,8 +18,9 @@ var statsCommand = &command{
 	about: `Shows, per module and channel, the pending requests due now (waiting for
 a relay) and scheduled (for later, waiting for a retry, or in flight), how
 long the oldest due one has waited, and the dead ones; the dead ones per
-reason code; and how many were delivered and died in each of the last
-minutes. A due request that waits much longer than the relays' sweep
+reason code; and how many were processed (delivered, or ended by a
+recipient rule, or a provider's report applied) and died in each of the
+last minutes. A due request that waits much longer than the relays' sweep
 interval (30 s by default) means no relay takes it.
 
 It reads only the pending and dead requests and those settled in the last
@@ -139,7 +140,7 @@ func (v statsView) print(w io.Writer) error {
 	}
 
 	fmt.Fprintf(w, "\nthe last %d minutes:\n", len(v.Minutes))
-	t = newTable(w, "MINUTE FROM", "DELIVERED", "DEAD")
+	t = newTable(w, "MINUTE FROM", "PROCESSED", "DEAD")
 	var done, dead int64
 	for _, m := range v.Minutes {
 		t.row(stamp(m.Start), count(m.Processed), count(m.Dead))
