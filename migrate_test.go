@@ -214,7 +214,7 @@ func TestMigrate(t *testing.T) {
 			WHERE table_schema = $1 AND collation_name = 'C' ORDER BY 1`, schema)
 		require.Equal(t, []string{"dedup.consumer", "dedup.key", "preference.category", "preference.channel", "preference.subject",
 			"quiet_hours.subject", "suppression.address", "suppression.channel", "suppression.scope",
-			"transient_failure.address", "transient_failure.channel"}, bytewise)
+			"transient_failure.address", "transient_failure.channel", "transient_failure.message_id"}, bytewise)
 	})
 
 	t.Run("BadSchemaNamesCreateNothing", func(t *testing.T) {

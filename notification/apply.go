@@ -134,7 +134,7 @@ func (d *Dispatcher) effects(ctx context.Context, bind *binding, tx *sql.Tx, rec
 		case feedback.ClassPermanent, feedback.ClassComplaint, feedback.ClassUnsubscribe:
 			err = d.suppressFrom(ctx, bind, tx, rec, s, &eff)
 		case feedback.ClassTransient:
-			err = tx.QueryRowContext(ctx, bind.policy.countTransient, r.Channel, address, d.cfg.TransientWindow.Seconds()).
+			err = tx.QueryRowContext(ctx, bind.policy.countTransient, r.Channel, address, d.cfg.TransientWindow.Seconds(), r.MessageID).
 				Scan(&eff.failures)
 			if err == nil && eff.failures >= d.cfg.TransientLimit {
 				s.Reason = ReasonTransientLimit

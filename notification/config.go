@@ -149,7 +149,9 @@ type Config struct {
 
 	// TransientLimit transient failures reported for one address (a soft
 	// bounce, a delay, an unreachable handset) within TransientWindow
-	// suppress it, with ReasonTransientLimit. Default
+	// suppress it, with ReasonTransientLimit; the failures of one message
+	// (a delay reported at each of the provider's retries) count once.
+	// Default
 	// TransientLimitDefault (5); negative is an error.
 	TransientLimit int
 

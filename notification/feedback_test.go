@@ -393,6 +393,23 @@ func TestReportTransientLimit(t *testing.T) {
 	}
 }
 
+// A provider reports a message delayed at each of its retries (SendGrid's
+// deferred, with an event id of its own each time): the message is one
+// transient failure of its address, however many times it is reported.
+func TestReportTransientLimitCountsAMessageOnce(t *testing.T) {
+	t.Parallel()
+	r := newFeedbackRig(t, func(_ testBundle, cfg *notification.Config) { cfg.TransientLimit = 3 })
+	const to = "greylisted@example.com"
+	for i := range 4 {
+		id := fmt.Sprintf("msg_retry_%d", i)
+		r.postResend(t, id, resendEvent(t, "email.delivery_delayed", "email-slow", to, ""))
+		r.waitApplied(t, feedback.ProviderResend, id)
+	}
+	require.Empty(t, r.suppressionsOf(t, "mail", to))
+	require.Equal(t, 1, r.transientFailures(t, "mail", to))
+	r.requireDelivered(t, "mail", to, r.mail)
+}
+
 // An SMS STOP suppresses the number; a START lifts it and the next SMS is
 // delivered. A START does not lift what a permanent failure suppressed.
 func TestReportUnsubscribe(t *testing.T) {

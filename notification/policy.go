@@ -320,12 +320,21 @@ func newPolicyQueries(schema string) policyQueries {
 			WHERE ($1 = '' OR channel = $1) AND ($2 = '' OR address = $2) AND (channel, address, scope) > ($3, $4, $5)
 			ORDER BY channel, address, scope
 			LIMIT $6`),
-		// The failures of the window ($3 seconds) and this one. The row
-		// lock of the upsert makes two reports of one address take turns,
-		// so neither misses the other's failure.
-		countTransient: r.Replace(`INSERT INTO {transient} AS t (channel, address, failed_at) VALUES ($1, $2, ARRAY[now()])
-			ON CONFLICT (channel, address) DO UPDATE SET updated_at = now(),
-				failed_at = ARRAY(SELECT f FROM unnest(t.failed_at) f WHERE f > now() - make_interval(secs => $3) ORDER BY f) || now()
+		// The failures of the window ($3 seconds) and this one, of the
+		// message $4, unless a failure of the window was of that message
+		// ('' is of none): a message delayed at each retry counts once.
+		// The row lock of the upsert makes two reports of one address take
+		// turns, so neither misses the other's failure.
+		countTransient: r.Replace(`INSERT INTO {transient} AS t (channel, address, failed_at, message_id)
+				VALUES ($1, $2, ARRAY[now()], ARRAY[$4::text])
+			ON CONFLICT (channel, address) DO UPDATE SET updated_at = now(), (failed_at, message_id) = (
+				SELECT array_agg(f ORDER BY f), array_agg(m ORDER BY f) FROM (
+					SELECT f, coalesce(m, '') AS m FROM unnest(t.failed_at, t.message_id) AS w(f, m)
+					WHERE f > now() - make_interval(secs => $3)
+					UNION ALL
+					SELECT now(), $4::text WHERE $4 = '' OR $4 <> ALL(ARRAY(
+						SELECT m FROM unnest(t.failed_at, t.message_id) AS w(f, m)
+						WHERE f > now() - make_interval(secs => $3) AND m IS NOT NULL))) kept)
 			RETURNING cardinality(failed_at)`),
 		clearTransient: r.Replace(`DELETE FROM {transient} WHERE channel = $1 AND address = $2`),
 		purgeTransient: r.Replace(`DELETE FROM {transient} t USING (

@@ -1,0 +1,1 @@
+ALTER TABLE transient_failure DROP COLUMN message_id;
