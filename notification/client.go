@@ -251,6 +251,10 @@ func (c *Client) cancel(ctx context.Context, id uuid.UUID) (delivered bool, err 
 }
 
 // DeadFilter selects dead requests. A zero field selects everything on it.
+// The dispatcher's other records, the provider reports and receipts it
+// applies (channel LaneFeedback), are selected as requests are: one that
+// died is listed, counted and re-emitted with them, and has no
+// Recipient or Template.
 type DeadFilter struct {
 	Module  string      // only this module's requests
 	Channel string      // only requests of this channel
@@ -266,9 +270,9 @@ type DeadFilter struct {
 
 func (f *DeadFilter) relay() *relay.DeadFilter {
 	if f == nil {
-		return &relay.DeadFilter{Kind: Kind}
+		return &relay.DeadFilter{}
 	}
-	rf := &relay.DeadFilter{Module: f.Module, Kind: Kind, Lane: f.Channel, Code: f.Code, Since: f.Since, Until: f.Until,
+	rf := &relay.DeadFilter{Module: f.Module, Lane: f.Channel, Code: f.Code, Since: f.Since, Until: f.Until,
 		IDs: f.IDs, Limit: f.Limit}
 	if f.After != nil {
 		rf.After = &f.After.DeadRecord

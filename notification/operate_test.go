@@ -4,10 +4,12 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tidings-go/tidings/delivery"
 	"github.com/tidings-go/tidings/notification"
+	"github.com/tidings-go/tidings/notification/feedback"
 	"github.com/tidings-go/tidings/relay"
 )
 
@@ -52,4 +54,40 @@ func TestClientOperatorViews(t *testing.T) {
 	require.Len(t, minutes, 5)
 	last := minutes[4]
 	require.Equal(t, relay.Minute{Start: last.Start, Processed: 2, Dead: 1}, last)
+}
+
+// A provider's report that died (its hand kept crashing, say) is the
+// operator's as a dead request is: listed, counted in the channel
+// "feedback", and re-emitted, after which it is applied.
+func TestDeadReportsAreListedAndReemitted(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	store, err := b.client.FeedbackStore(module)
+	require.NoError(t, err)
+	report := feedback.Report{Provider: feedback.ProviderResend, EventID: "evt-dead", Type: "email.bounced",
+		Class: feedback.ClassPermanent, Code: feedback.CodeBouncePermanent, Channel: "mail", Address: "gone@example.com"}
+	require.NoError(t, store.Store(t.Context(), []feedback.Report{report}))
+	id := notification.ReportID(report)
+	_, err = b.db.ExecContext(t.Context(), `UPDATE "`+b.schema+`".outbox SET failed_at = now(), code = $2,
+		failure_reason = 'handed too many times' WHERE id = $1`, id, relay.CodeMaxHands)
+	require.NoError(t, err)
+
+	dead, err := b.client.ListDead(t.Context(), nil)
+	require.NoError(t, err)
+	require.Len(t, dead, 1)
+	require.Equal(t, id, dead[0].ID)
+	require.Equal(t, notification.LaneFeedback, dead[0].Channel)
+	byChannel, err := b.client.CountDead(t.Context(), nil, relay.ByLane)
+	require.NoError(t, err)
+	require.Equal(t, []relay.DeadGroup{{Key: notification.LaneFeedback, Count: 1, First: byChannel[0].First, Last: byChannel[0].Last}},
+		byChannel)
+
+	n, err := b.client.Reemit(t.Context(), &notification.DeadFilter{IDs: []uuid.UUID{id}})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+	b.run(t, b.dispatcher(t, b.config()))
+	require.Equal(t, relay.StateProcessed, b.waitSettled(t, id).State)
+	page, err := b.client.Suppressions(t.Context(), &notification.SuppressionFilter{Channel: "mail"})
+	require.NoError(t, err)
+	require.Len(t, page, 1, "the bounce applied")
 }

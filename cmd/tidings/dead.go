@@ -21,6 +21,8 @@ var deadCommand = &command{
 	about: `Lists dead requests, the oldest death first, a page at a time (--limit;
 the next page starts --after the last id of this one), or counts them per
 reason code, channel or module (--group-by), the largest group first.
+Provider reports and receipts that died are listed in the channel
+feedback, and re-emitted as requests are.
 
 Filters: --module, --channel, --code (a reason code such as
 provider.unavailable), and the time of death with --since and --until,
