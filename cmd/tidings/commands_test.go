@@ -385,7 +385,8 @@ func TestPurge(t *testing.T) {
 	require.Equal(t, exitOK, r.code, r.errOut)
 	require.JSONEq(t, `{"purged": 0}`, r.out, "dead requests are never purged")
 
-	for _, args := range [][]string{{"purge"}, {"purge", "--older-than", "0s"}, {"purge", "--older-than", "a week"}} {
+	for _, args := range [][]string{{"purge"}, {"purge", "--older-than", "0s"}, {"purge", "--older-than", "a week"},
+		{"purge", "--older-than", "infd"}, {"purge", "--older-than", "NaNd"}, {"purge", "--older-than", "1e9d"}} {
 		r = w.tidings(t, nil, args...)
 		require.Equal(t, exitUsage, r.code, "%v", args)
 	}

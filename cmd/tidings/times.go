@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -12,7 +13,9 @@ import (
 func parseAge(s string) (time.Duration, error) {
 	if days, ok := strings.CutSuffix(s, "d"); ok {
 		n, err := strconv.ParseFloat(days, 64)
-		if err != nil || n < 0 {
+		// Not NaN, and within what a time.Duration holds (about 106,751
+		// days).
+		if err != nil || !(n >= 0 && n*float64(24*time.Hour) < math.MaxInt64) {
 			return 0, fmt.Errorf("%q is no duration: want such as 90m, 36h or 7d", s)
 		}
 		return time.Duration(n * float64(24*time.Hour)), nil
