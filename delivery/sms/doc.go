@@ -26,7 +26,9 @@
 //     reference;
 //   - 400 and other 4xx are [delivery.Reject] with an [*APIError] that
 //     carries Twilio's error code, such as 21211 (invalid To number) or
-//     21610 (the recipient replied STOP);
+//     21610 (the recipient replied STOP), but for error 21611 (the
+//     sender's queue at Twilio is full), a [delivery.Retry]: the queue
+//     drains as Twilio sends;
 //   - 401 and 403 are [delivery.Retry], not Reject: Twilio refused the
 //     account (a wrong or rotated AuthToken, a suspended account), not the
 //     message. Every message would fail the same way, and the operator can

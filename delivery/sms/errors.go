@@ -60,8 +60,11 @@ type APIError struct {
 // Error says what Twilio refused, with the status and the code.
 func (e *APIError) Error() string {
 	msg := "sms: twilio rejected the message (" + strconv.Itoa(e.StatusCode) + ")"
-	if e.Credentials() {
+	switch {
+	case e.Credentials():
 		msg = "sms: twilio refused the credentials (" + strconv.Itoa(e.StatusCode) + ")"
+	case e.Deferred():
+		msg = "sms: twilio deferred the message (" + strconv.Itoa(e.StatusCode) + ")"
 	}
 	if e.Code != 0 {
 		msg += ": error " + strconv.Itoa(e.Code)
@@ -74,6 +77,13 @@ func (e *APIError) Error() string {
 // not do this, such as a suspended account).
 func (e *APIError) Credentials() bool {
 	return e.StatusCode == 401 || e.StatusCode == 403
+}
+
+// Deferred reports whether Twilio refused the message for now, not for
+// good: error 21611, the sender's queue of messages at Twilio is full, and
+// drains as Twilio sends them.
+func (e *APIError) Deferred() bool {
+	return e.Code == 21611
 }
 
 // newAPIError reads Twilio's error code from body, when it has a

@@ -29,6 +29,9 @@ const (
 	// invalidNumber is Twilio's magic test number that it answers with
 	// error 21211; the fake does the same.
 	invalidNumber = "+15005550001"
+	// queueFullNumber is one the fake answers with error 21611, as Twilio
+	// answers any while the sender's queue is full.
+	queueFullNumber = "+14155550199"
 	// dataSecret is a value of the template data: it must reach the body
 	// and never a reason.
 	dataSecret = "739104-data-secret"
@@ -141,6 +144,9 @@ func (f *fakeTwilio) answer(w http.ResponseWriter, r *http.Request, req twilioRe
 		return
 	case to == invalidNumber:
 		twilioError(w, http.StatusBadRequest, 21211, "The 'To' number "+to+" is not a valid phone number.")
+		return
+	case to == queueFullNumber:
+		twilioError(w, http.StatusBadRequest, 21611, "This 'From' number has exceeded the maximum number of queued messages")
 		return
 	}
 

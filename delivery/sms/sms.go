@@ -66,7 +66,8 @@ var sidPattern = regexp.MustCompile(`^[A-Za-z0-9]{1,64}$`)
 //     with a 4xx status, such as 400 with error 21211 (invalid number);
 //   - [delivery.Retry] with an [*APIError] when Twilio answered 401 or 403:
 //     a credential or account problem that the operator can fix, and that
-//     would otherwise make every message dead at once;
+//     would otherwise make every message dead at once; and when it
+//     answered error 21611, the sender's queue full ([APIError.Deferred]);
 //   - [delivery.Retry] (honouring Retry-After) when Twilio answered 429 or
 //     5xx, was unreachable, or ctx ended or Config.Timeout passed first;
 //     and when it answered 2xx with a body that is not a message
@@ -135,7 +136,7 @@ func answer(resp httpcall.Response) delivery.Outcome {
 		return delivery.DeliveredWithReference(msg.SID)
 	case code >= 400 && code < 500:
 		e := newAPIError(code, resp.Body)
-		if e.Credentials() {
+		if e.Credentials() || e.Deferred() {
 			return delivery.Retry(e)
 		}
 		return delivery.Reject(e)

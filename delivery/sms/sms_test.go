@@ -218,6 +218,18 @@ func TestDeliver(t *testing.T) {
 		require.Len(t, b.twilio.Requests(), 1)
 	})
 
+	t.Run("SendersQueueFull", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		p := newPending("otp", otpData())
+		p.Recipient = queueFullNumber
+
+		// The queue drains as Twilio sends: the request is kept.
+		outcome := b.sender.Deliver(t.Context(), p)
+		require.Equal(t, delivery.KindRetry, outcome.Kind(), "%v", outcome)
+		require.Equal(t, "sms: twilio deferred the message (400): error 21611", outcome.Reason().Error())
+	})
+
 	t.Run("WrongCredentials", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, func(cfg *sms.Config) { cfg.AuthToken = "rotated-" + testAuthToken })
