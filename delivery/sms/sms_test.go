@@ -202,33 +202,33 @@ func TestDeliver(t *testing.T) {
 		require.Empty(t, b.twilio.Requests())
 	})
 
-	t.Run("InvalidNumberAtTwilio", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
-		p := newPending("otp", otpData())
-		p.Recipient = invalidNumber // E.164, but Twilio refuses it
+	// Twilio refuses an invalid number for good; a full queue of the
+	// sender's drains as Twilio sends, and the request is kept.
+	for _, tt := range []struct {
+		name, recipient string
+		kind            delivery.Kind
+		reason          string
+		code            int
+	}{
+		{"InvalidNumberAtTwilio", invalidNumber, delivery.KindReject, "sms: twilio rejected the message (400): error 21211", 21211},
+		{"SendersQueueFull", queueFullNumber, delivery.KindRetry, "sms: twilio deferred the message (400): error 21611", 21611},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			p := newPending("otp", otpData())
+			p.Recipient = tt.recipient
 
-		outcome := b.sender.Deliver(t.Context(), p)
-		require.Equal(t, delivery.KindReject, outcome.Kind(), "%v", outcome)
-		require.Equal(t, "sms: twilio rejected the message (400): error 21211", outcome.Reason().Error())
-		apiErr, ok := errors.AsType[*sms.APIError](outcome.Reason())
-		require.True(t, ok)
-		require.Equal(t, &sms.APIError{StatusCode: 400, Code: 21211}, apiErr)
-		requireClean(t, outcome.Reason(), p, "not a valid phone number")
-		require.Len(t, b.twilio.Requests(), 1)
-	})
-
-	t.Run("SendersQueueFull", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
-		p := newPending("otp", otpData())
-		p.Recipient = queueFullNumber
-
-		// The queue drains as Twilio sends: the request is kept.
-		outcome := b.sender.Deliver(t.Context(), p)
-		require.Equal(t, delivery.KindRetry, outcome.Kind(), "%v", outcome)
-		require.Equal(t, "sms: twilio deferred the message (400): error 21611", outcome.Reason().Error())
-	})
+			outcome := b.sender.Deliver(t.Context(), p)
+			require.Equal(t, tt.kind, outcome.Kind(), "%v", outcome)
+			require.Equal(t, tt.reason, outcome.Reason().Error())
+			apiErr, ok := errors.AsType[*sms.APIError](outcome.Reason())
+			require.True(t, ok)
+			require.Equal(t, &sms.APIError{StatusCode: 400, Code: tt.code}, apiErr)
+			requireClean(t, outcome.Reason(), p, "not a valid phone number", "queued messages")
+			require.Len(t, b.twilio.Requests(), 1)
+		})
+	}
 
 	t.Run("WrongCredentials", func(t *testing.T) {
 		t.Parallel()
