@@ -97,8 +97,8 @@ var errHang = errors.New("recording: a scripted hang")
 // cancellation can be tested.
 func Hang() delivery.Outcome { return delivery.Retry(errHang) }
 
-// Deliver records p, with a shallow copy of p.Data so that a later change by
-// the caller does not change the record, and then answers with the next
+// Deliver records p, with shallow copies of p.Data and p.Secrets so that a
+// later change by the caller does not change the record, and then answers with the next
 // outcome of the most specific matching script that is not empty, or
 // [delivery.Delivered] when every matching script has run out. The request
 // is recorded before it is answered, so a Wait that returns has seen it.
@@ -129,7 +129,7 @@ func (d *Delivery) Deliver(ctx context.Context, p delivery.Pending) delivery.Out
 
 // record records p and returns its scripted answer and the latency.
 func (d *Delivery) record(p delivery.Pending) (delivery.Outcome, time.Duration) {
-	p.Data = maps.Clone(p.Data)
+	p.Data, p.Secrets = maps.Clone(p.Data), maps.Clone(p.Secrets)
 
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -169,8 +169,8 @@ func pop(scripts map[string][]delivery.Outcome, key string) (delivery.Outcome, b
 }
 
 // Requests returns a copy of every request recorded so far, in the order
-// they arrived. Changing the result, including its Data maps, does not
-// change the record.
+// they arrived. Changing the result, including its Data and Secrets maps,
+// does not change the record.
 func (d *Delivery) Requests() []delivery.Pending {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -229,11 +229,11 @@ func (d *Delivery) Count(id uuid.UUID) int {
 	return count
 }
 
-// clonePending copies requests and the Data map of each.
+// clonePending copies requests and the Data and Secrets maps of each.
 func clonePending(requests []delivery.Pending) []delivery.Pending {
 	out := make([]delivery.Pending, len(requests))
 	for i, p := range requests {
-		p.Data = maps.Clone(p.Data)
+		p.Data, p.Secrets = maps.Clone(p.Data), maps.Clone(p.Secrets)
 		out[i] = p
 	}
 	return out

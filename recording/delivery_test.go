@@ -200,12 +200,13 @@ func TestDeliveryRecord(t *testing.T) {
 
 		rec, bundle := setup(t)
 		p := pending("mail", "a")
-		p.Data = map[string]any{"name": "Ada"}
+		p.Data, p.Secrets = map[string]any{"name": "Ada"}, map[string]string{"code": "123456"}
 		rec.Deliver(bundle.ctx, p)
 
 		got := rec.Requests()
 		got[0].Recipient = "changed"
 		got[0].Data["name"] = "changed"
+		got[0].Secrets["code"] = "changed"
 		got = append(got, pending("mail", "b"))
 		require.Len(t, got, 2)
 
@@ -213,6 +214,7 @@ func TestDeliveryRecord(t *testing.T) {
 		require.Len(t, again, 1)
 		require.Equal(t, "a", again[0].Recipient)
 		require.Equal(t, map[string]any{"name": "Ada"}, again[0].Data)
+		require.Equal(t, map[string]string{"code": "123456"}, again[0].Secrets)
 	})
 
 	t.Run("DataCopiedOnRecord", func(t *testing.T) {
@@ -220,13 +222,15 @@ func TestDeliveryRecord(t *testing.T) {
 
 		rec, bundle := setup(t)
 		p := pending("mail", "a")
-		p.Data = map[string]any{"name": "Ada"}
+		p.Data, p.Secrets = map[string]any{"name": "Ada"}, map[string]string{"code": "123456"}
 		rec.Deliver(bundle.ctx, p)
 
 		p.Data["name"] = "changed"
 		p.Data["extra"] = 1
+		p.Secrets["code"] = "changed"
 
 		require.Equal(t, map[string]any{"name": "Ada"}, rec.Requests()[0].Data)
+		require.Equal(t, map[string]string{"code": "123456"}, rec.Requests()[0].Secrets)
 	})
 
 	t.Run("NilDataStaysNil", func(t *testing.T) {
