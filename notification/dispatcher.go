@@ -159,7 +159,8 @@ func (d *Dispatcher) Prepare(ctx context.Context, db *sql.DB, rc relay.Config) e
 		return fmt.Errorf("%w: DeliveryTimeout (%s) must be shorter than the relay's Config.HandTimeout (%s), "+
 			"which also bounds the claim and the commit around the delivery", ErrConfig, timeout, rc.HandTimeout)
 	}
-	if span := d.cfg.Policy.Span(); d.cfg.InboxRetention <= rc.Lease+span {
+	// InboxRetention <= Lease + span, which cannot overflow so.
+	if span := d.cfg.Policy.Span(); d.cfg.InboxRetention-rc.Lease <= span {
 		return fmt.Errorf("%w: InboxRetention (%s) must exceed the relay's Config.Lease (%s) plus Policy's longest retry schedule (%s): "+
 			"a claim purged before its request's last redelivery lets it be delivered twice",
 			ErrConfig, d.cfg.InboxRetention, rc.Lease, span)

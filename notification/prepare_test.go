@@ -2,6 +2,7 @@ package notification_test
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 
@@ -32,6 +33,11 @@ func TestSuperviseRefusesSettingsThatDisagree(t *testing.T) {
 			dc.Policy.MaxAttempts, dc.Policy.BaseDelay, dc.Policy.Multiplier = 3, time.Hour, 1
 			dc.InboxRetention = 2 * time.Hour
 		}, []string{"InboxRetention (2h0m0s)", "Config.Lease (10s)", "retry schedule (2h0m0s)"}},
+		// A schedule longer than a time.Duration holds: the Lease added to
+		// it must not wrap round below any retention.
+		{"RetriesLongerThanADuration", func(rc *relay.Config, dc *notification.Config) {
+			dc.Policy.MaxAttempts, dc.Policy.BaseDelay, dc.Policy.MaxDelay = 3, math.MaxInt64/2, math.MaxInt64
+		}, []string{"InboxRetention (672h0m0s)", "retry schedule (2562047h47m16.854775807s)"}},
 		{"PipelineOfAnotherDriver", func(rc *relay.Config, dc *notification.Config) { rc.Pipeline = pgxtx.Pipeline },
 			[]string{"Config.Pipeline", "pgx's stdlib"}},
 	} {

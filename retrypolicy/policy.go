@@ -119,18 +119,22 @@ func (p Policy) Attempts() int {
 // anything that must outlive a request's retries is longer than this.
 func (p Policy) Span() time.Duration {
 	p = p.withDefaults()
-	var total time.Duration
+	var total, prev time.Duration
 	for n := 1; n < p.MaxAttempts; n++ {
 		d := p.capped(n)
-		if d == p.MaxDelay {
-			// Every later delay is the cap too.
+		if d == p.MaxDelay || d == prev {
+			// The delays no longer grow (the cap, or a Multiplier of 1):
+			// every later one is d too.
 			left := time.Duration(p.MaxAttempts - n)
-			if p.MaxDelay > 0 && left > (math.MaxInt64-total)/p.MaxDelay {
+			if d > 0 && left > (math.MaxInt64-total)/d {
 				return math.MaxInt64
 			}
-			return total + left*p.MaxDelay
+			return total + left*d
 		}
-		total += d
+		if d > math.MaxInt64-total {
+			return math.MaxInt64
+		}
+		total, prev = total+d, d
 	}
 	return total
 }

@@ -226,6 +226,14 @@ func TestPolicySpan(t *testing.T) {
 		{"ConstantDelay", retrypolicy.Policy{MaxAttempts: 4, BaseDelay: time.Second, Multiplier: 1}, 3 * time.Second},
 		{"CappedAtOnce", retrypolicy.Policy{MaxAttempts: 5, BaseDelay: time.Minute, MaxDelay: time.Minute}, 4 * time.Minute},
 		{"SaturatesInsteadOfOverflowing", retrypolicy.Policy{MaxAttempts: math.MaxInt, MaxDelay: math.MaxInt64 / 2}, math.MaxInt64},
+		// Constant delays below the cap: the sum saturates too, at once
+		// whatever MaxAttempts.
+		{"ConstantSaturates", retrypolicy.Policy{MaxAttempts: 3000, BaseDelay: 1000 * time.Hour, MaxDelay: 2000 * time.Hour, Multiplier: 1},
+			math.MaxInt64},
+		{"ConstantManyAttempts", retrypolicy.Policy{MaxAttempts: math.MaxInt32, BaseDelay: time.Millisecond, Multiplier: 1},
+			(math.MaxInt32 - 1) * time.Millisecond},
+		{"GrowingSaturates", retrypolicy.Policy{MaxAttempts: 4, BaseDelay: 100 * 365 * 24 * time.Hour, MaxDelay: math.MaxInt64},
+			math.MaxInt64},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
