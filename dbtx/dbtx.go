@@ -30,7 +30,7 @@ type Statement struct {
 	Query string
 	Args  []any
 	// Rows reads the statement's rows, if it returns any; nil runs it for
-	// its effect alone.
+	// its effect alone. Only a Pipeline's last statement may have it.
 	Rows func(Rows) error
 }
 
@@ -46,7 +46,9 @@ type Rows interface {
 // (*sql.Conn).Raw hands it, in one round trip, and reads their results in
 // order. A statement that fails fails those after it, unrun, and is the
 // error; so is a COMMIT the server answered with ROLLBACK (its
-// transaction had failed). With one, a transaction sends its BEGIN with
+// transaction had failed). Only the last statement may have Rows: the
+// server runs every statement before the first reader reads, so a reader's
+// error could not keep a later statement from running (a COMMIT, say). With one, a transaction sends its BEGIN with
 // its first statement and its last writes with its COMMIT: a round trip
 // or two fewer. database/sql has no such call: a driver's own package
 // provides it (dbtx/pgxtx.Pipeline), and a nil Pipeline sends each

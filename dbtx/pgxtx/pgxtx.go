@@ -22,6 +22,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -44,10 +45,11 @@ type Execer interface {
 // Wrap returns e as a dbtx.Execer: its ExecContext runs Exec. What it runs
 // commits with e's transaction (a pgx.Tx), or at once (a connection or a
 // pool: staging outside a transaction). The wrapper holds nothing else and
-// is as safe for concurrent use as e; a nil e stays nil, so that staging
-// answers it as an invalid argument.
+// is as safe for concurrent use as e; a nil e, or a nil pointer such as a
+// nil *pgx.Conn, is nil, so that staging answers it as an invalid
+// argument.
 func Wrap(e Execer) dbtx.Execer {
-	if e == nil {
+	if v := reflect.ValueOf(e); e == nil || v.Kind() == reflect.Pointer && v.IsNil() {
 		return nil
 	}
 	return execer{e}
@@ -77,6 +79,11 @@ func Pipeline(ctx context.Context, conn any, stmts []dbtx.Statement) error {
 	c, ok := conn.(*stdlib.Conn)
 	if !ok {
 		return fmt.Errorf("pgxtx: a pipeline needs a connection of pgx's stdlib, not a %T", conn)
+	}
+	for i, st := range stmts[:max(len(stmts)-1, 0)] {
+		if st.Rows != nil {
+			return fmt.Errorf("pgxtx: statement %d of %d reads rows, but only the last may: the server runs those after it before it is read", i+1, len(stmts))
+		}
 	}
 	b := &pgx.Batch{}
 	for _, st := range stmts {

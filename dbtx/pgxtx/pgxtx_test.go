@@ -5,12 +5,15 @@ import (
 	"database/sql"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tidings-go/tidings/dbtx"
 	"github.com/tidings-go/tidings/dbtx/pgxtx"
 	"github.com/tidings-go/tidings/internal/drivertest"
 	"github.com/tidings-go/tidings/internal/pgtest"
+	"github.com/tidings-go/tidings/relay"
 )
 
 func TestMain(m *testing.M) {
@@ -31,6 +34,17 @@ func conn(t *testing.T, d drivertest.Driver) *sql.Conn {
 
 func pipe(ctx context.Context, c *sql.Conn, stmts ...dbtx.Statement) error {
 	return c.Raw(func(dc any) error { return pgxtx.Pipeline(ctx, dc, stmts) })
+}
+
+// A nil pgx handle is nil wrapped too, so that staging answers it as an
+// invalid argument instead of crashing on it.
+func TestWrapOfANilHandleIsNil(t *testing.T) {
+	t.Parallel()
+	for _, e := range []pgxtx.Execer{nil, (*pgx.Conn)(nil), (*pgxpool.Pool)(nil), (*pgxpool.Conn)(nil)} {
+		require.Nil(t, pgxtx.Wrap(e), "%T", e)
+		_, err := relay.Stage(t.Context(), pgxtx.Wrap(e), relay.Message{Module: "orders", Kind: "k", Payload: []byte(`{}`)})
+		require.ErrorIs(t, err, relay.ErrInvalidMessage, "%T", e)
+	}
 }
 
 // count is the number of rows of t.
@@ -85,6 +99,18 @@ func TestPipeline(t *testing.T) {
 		require.Error(t, err)
 		require.ErrorIs(t, pipe(t.Context(), c, dbtx.Statement{Query: `COMMIT`}), pgxtx.ErrRolledBack)
 		require.Zero(t, count(t, c), "the transaction rolled back")
+	})
+
+	// The server runs the whole batch before a reader reads: a reader's
+	// error could not keep a COMMIT after it from committing.
+	t.Run("OnlyTheLastStatementReadsRows", func(t *testing.T) {
+		t.Parallel()
+		c := conn(t, drivertest.PGX)
+		err := pipe(t.Context(), c, dbtx.Statement{Query: `BEGIN`},
+			dbtx.Statement{Query: `SELECT 1`, Rows: func(dbtx.Rows) error { return nil }},
+			dbtx.Statement{Query: `INSERT INTO t VALUES (1)`}, dbtx.Statement{Query: `COMMIT`})
+		require.ErrorContains(t, err, "statement 2 of 4 reads rows, but only the last may")
+		require.Zero(t, count(t, c), "nothing was sent")
 	})
 
 	t.Run("NeedsAConnectionOfPgx", func(t *testing.T) {
