@@ -35,7 +35,6 @@ func ceilStageKey(writers int, notify bool) string {
 type pgbenchResult struct {
 	tps          float64
 	transactions int
-	failed       bool // some client aborted
 }
 
 var (
@@ -87,14 +86,10 @@ func runPgbench(ctx context.Context, bin, dsn, path string, clients int, d time.
 	}
 	r.tps, _ = strconv.ParseFloat(string(m[1]), 64)
 	r.transactions, _ = strconv.Atoi(string(t[1]))
-	if a := abortLn.FindSubmatch(out); a != nil && string(a[1]) != "0" {
-		r.failed = true
-	}
-	if err != nil || strings.Contains(string(out), "aborted in command") {
-		r.failed = true
-	}
-	if r.failed {
-		progress("  pgbench reported failures: %s", tail(out))
+	// A run some client left, or that pgbench calls incomplete, is no
+	// ceiling: a low one would make every drain look closer to it.
+	if a := abortLn.FindSubmatch(out); err != nil || a != nil && string(a[1]) != "0" || strings.Contains(string(out), "aborted in command") {
+		return r, fmt.Errorf("pgbench %s failed (%v): %s", filepath.Base(path), err, tail(out))
 	}
 	return r, nil
 }
@@ -228,7 +223,7 @@ func ceilingDeliver(ctx context.Context, cfg config, srv server, db *sql.DB, pos
 		return err
 	}
 	if processed >= rows {
-		progress("  WARNING: the script ran out of pending rows: raise -ceiling-rows%d; this ceiling is too low", k)
+		return fmt.Errorf("ceiling: the script ran out of pending rows, so its rate is too low: raise -ceiling-rows%d", k)
 	}
 	// Rows per transaction as the table shows it, in case a claim came
 	// back short; tps is pgbench's, without connection time.

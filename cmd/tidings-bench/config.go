@@ -248,6 +248,9 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 			return c, fail(v.name, errors.New("out of range"))
 		}
 	}
+	if c.window > c.sustain/2 {
+		return c, fail("window", fmt.Errorf("%s is more than half of -sustain (%s): the sustained target compares two windows at least", c.window, c.sustain))
+	}
 	if c.longRuns == 0 {
 		c.longRuns = c.runs
 	}

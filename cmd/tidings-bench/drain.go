@@ -548,7 +548,8 @@ func runSustain(ctx context.Context, cfg config, srv server, postmaster int, res
 		res.add("sustain/duration", section, label+": first to last settle", "s", r.last.Sub(r.first).Seconds(), "")
 		want := int(cfg.sustain / cfg.window)
 		if len(r.windows) < want {
-			progress("  WARNING: the drain lasted %s, less than -sustain %s: raise -sustain-events", r.last.Sub(r.first).Round(time.Second), cfg.sustain)
+			progress("  WARNING: the drain lasted %s, less than -sustain %s, so the target is not judged: raise -sustain-events",
+				r.last.Sub(r.first).Round(time.Second), cfg.sustain)
 		}
 		for i, v := range r.windows {
 			span := fmt.Sprintf("window %d (%s to %s)", i+1, time.Duration(i)*cfg.window, time.Duration(i+1)*cfg.window)
@@ -558,8 +559,9 @@ func runSustain(ctx context.Context, cfg config, srv server, postmaster int, res
 			}
 		}
 		// The target's measure: the worst window of the first -sustain
-		// against the first window.
-		if len(r.windows) >= 2 {
+		// against the first window, once the drain lasted that long
+		// (parseConfig makes it two windows at least).
+		if len(r.windows) >= want {
 			_, departure := farthest(r.windows, want)
 			res.add("sustain/worst", section, fmt.Sprintf("%s: largest departure of a window from the first, over %s", label, cfg.sustain),
 				"%", 100*math.Abs(departure), "")

@@ -40,7 +40,7 @@ func TestEveryScenarioRuns(t *testing.T) {
 		"-sustain", "2s", "-window", "100ms", "-sustain-events", "8000",
 		"-backlog", "200,400",
 		"-ceiling-duration", "1s", "-ceiling-clients1", "2", "-ceiling-clients50", "2",
-		"-ceiling-rows1", "3000", "-ceiling-rows50", "10000",
+		"-ceiling-rows1", "20000", "-ceiling-rows50", "100000", // more than 1 s takes: a ceiling that runs out is an error
 	}, &out)
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
@@ -147,7 +147,7 @@ func TestCeilingsBesideEachDrainRound(t *testing.T) {
 	err := run(t.Context(), []string{"-only", "ceiling,drain", "-runs", "2", "-ceiling-stage=false",
 		"-events", "300", "-drain", "auto:dropped/500/500",
 		"-ceiling-duration", "1s", "-ceiling-clients1", "2", "-ceiling-clients50", "2",
-		"-ceiling-rows1", "3000", "-ceiling-rows50", "10000",
+		"-ceiling-rows1", "20000", "-ceiling-rows50", "100000", // more than 1 s takes: a ceiling that runs out is an error
 	}, &out)
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())

@@ -99,22 +99,28 @@ func run(ctx context.Context, args []string, out io.Writer) (err error) {
 		}
 		if err != nil {
 			// Report what was measured before failing.
-			return errors.Join(fmt.Errorf("%s: %w", sc, err), report(out, cfg, res, started, loads))
+			err = fmt.Errorf("%s: %w", sc, err)
+			return errors.Join(err, report(out, cfg, res, started, loads, err))
 		}
 		progress("%s done in %s", sc, time.Since(t0).Round(time.Second))
 	}
-	return report(out, cfg, res, started, loads)
+	return report(out, cfg, res, started, loads, nil)
 }
 
 // report prints the results and the targets and, with -out, writes the
-// charts the report links and the medians for a later -baseline.
-func report(w io.Writer, cfg config, res *results, started time.Time, loads map[string]string) error {
-	printResults(w, cfg, res, started, loads)
+// charts the report links and the medians for a later -baseline. After a
+// failure (failed) it prints what was measured, says the run failed, and
+// judges no target and saves no medians: a partial run is no baseline.
+func report(w io.Writer, cfg config, res *results, started time.Time, loads map[string]string, failed error) error {
+	printResults(w, cfg, res, started, loads, failed)
 	if cfg.out == "" {
 		return nil
 	}
 	cs := charts(cfg, res)
 	printCharts(w, cs)
+	if failed != nil {
+		return writeCharts(cfg.out, cs)
+	}
 	return errors.Join(writeCharts(cfg.out, cs), res.save(filepath.Join(cfg.out, resultsFile)))
 }
 
@@ -166,9 +172,12 @@ func printSettings(w io.Writer, cfg config) {
 	fmt.Fprintln(w)
 }
 
-func printResults(w io.Writer, cfg config, res *results, started time.Time, loads map[string]string) {
+func printResults(w io.Writer, cfg config, res *results, started time.Time, loads map[string]string, failed error) {
 	fmt.Fprintln(w, "## Results")
 	fmt.Fprintln(w)
+	if failed != nil {
+		fmt.Fprintf(w, "**This run failed** (%v): below is what it measured before; no target is judged.\n\n", failed)
+	}
 	fmt.Fprintf(w, "- runs per figure: %d, sustain and backlog %d (median shown; every run listed)\n", cfg.runs, cfg.longRuns)
 	fmt.Fprintf(w, "- total time: %s\n", time.Since(started).Round(time.Second))
 	var ls []string
@@ -180,7 +189,9 @@ func printResults(w io.Writer, cfg config, res *results, started time.Time, load
 	fmt.Fprintf(w, "- load average (1, 5, 15 min) when each scenario began: %s; at the end: %s\n", strings.Join(ls, "; "), loadAvg())
 	fmt.Fprintln(w)
 	res.print(w, sections)
-	printTargets(w, targets(cfg, res))
+	if failed == nil {
+		printTargets(w, targets(cfg, res))
+	}
 	if cfg.out == "" {
 		fmt.Fprintln(w, "Charts: run with -out DIR to write them next to the report.")
 		fmt.Fprintln(w)

@@ -152,13 +152,15 @@ func latencyTargets(cfg config, res *results) []target {
 }
 
 // rulesTargets: each drain setting with every recipient rule on, and with
-// the policies alone, against the same setting without, in the same run.
+// the policies alone, against the same setting without, in the same run;
+// each a line, measured or not.
 func rulesTargets(cfg config, res *results) []target {
 	names := map[ruleSet]string{rulesAll: "the recipient rules and the timeline",
 		rulesPolicies: "the recipient policies alone (no dedup key, no secret)"}
 	goal := fmt.Sprintf(">= %.2f of the same setting without (within %.0f %%)", goalRules, 100*(1-goalRules))
 	if len(cfg.ruleSets()) == 0 {
-		return []target{missing(names[rulesAll], goal, "run the drain with -rules or -policies")}
+		return []target{missing(names[rulesAll], goal, "run the drain with -rules"),
+			missing(names[rulesPolicies], goal, "run the drain with -policies")}
 	}
 	var ts []target
 	for _, dc := range cfg.drainConfigs() {
@@ -169,14 +171,18 @@ func rulesTargets(cfg config, res *results) []target {
 		for _, rs := range cfg.ruleSets() {
 			with := dc
 			with.rules = rs
-			if on, ok2 := res.get(drainKey(with)); ok && ok2 {
-				ts = append(ts, target{
-					name:     names[rs] + ", " + dc.short(),
-					measured: fmt.Sprintf("%s events/s with, %s without = %.2f", format(on), format(off), on/off),
-					goal:     goal,
-					verdict:  atLeast(on/off, goalRules, "of the rate without"),
-				})
+			name := names[rs] + ", " + dc.short()
+			on, ok2 := res.get(drainKey(with))
+			if !ok || !ok2 {
+				ts = append(ts, missing(name, goal, "run the drain"))
+				continue
 			}
+			ts = append(ts, target{
+				name:     name,
+				measured: fmt.Sprintf("%s events/s with, %s without = %.2f", format(on), format(off), on/off),
+				goal:     goal,
+				verdict:  atLeast(on/off, goalRules, "of the rate without"),
+			})
 		}
 	}
 	return ts
@@ -237,7 +243,7 @@ func longTargets(cfg config, res *results) []target {
 		}
 		ts = append(ts, target{name, measured, goal, atMost(v, sustainGoal, "points")})
 	} else {
-		ts = append(ts, missing(name, goal, "run sustain for at least two windows"))
+		ts = append(ts, missing(name, goal, "run sustain with a drain that lasts -sustain"))
 	}
 	lo, hi := slices.Min(cfg.backlogs), slices.Max(cfg.backlogs)
 	name, goal = fmt.Sprintf("backlog: drain rate with %d pending vs %d", hi, lo), fmt.Sprintf(">= %.0f %%", backlogGoal)

@@ -112,6 +112,19 @@ func TestTargets(t *testing.T) {
 			sustained.measured)
 		require.True(t, strings.HasPrefix(sustained.verdict, "missed by 5 points"), sustained.verdict)
 	})
+	// Every goal has its line: a setting whose version with the rules was
+	// not measured says so, and so do both rule sets when neither ran.
+	t.Run("RulesNotMeasuredAreListed", func(t *testing.T) {
+		t.Parallel()
+		ts := verdicts(t, args, medians)
+		require.Equal(t, notMeasured, find(t, ts, "the recipient policies alone (no dedup key, no secret), auto:dropped/500/500").verdict)
+		ts = verdicts(t, []string{"-drain", "auto:dropped/500/500"}, medians)
+		require.Equal(t, notMeasured, find(t, ts, "the recipient rules and the timeline").verdict)
+		require.Contains(t, find(t, ts, "the recipient rules and the timeline").measured, "-rules")
+		require.Equal(t, notMeasured, find(t, ts, "the recipient policies alone").verdict)
+		require.Contains(t, find(t, ts, "the recipient policies alone").measured, "-policies")
+	})
+
 	t.Run("NoCeiling", func(t *testing.T) {
 		t.Parallel()
 		without := map[string]float64{}
