@@ -6,6 +6,7 @@
 package validate
 
 import (
+	"bytes"
 	"fmt"
 	"reflect"
 	"strings"
@@ -93,31 +94,32 @@ func JSONStorable(payload []byte) bool {
 	if !utf8.Valid(payload) {
 		return false
 	}
-	for i := 0; i < len(payload); i++ {
-		if payload[i] != '\\' {
-			continue
+	for i := 0; ; {
+		j := bytes.IndexByte(payload[i:], '\\')
+		if j < 0 {
+			return true
 		}
-		i++ // the escaped character
+		i += j + 1 // the escaped character
 		if payload[i] != 'u' {
+			i++
 			continue
 		}
 		r := hex4(payload[i+1 : i+5])
-		i += 4
+		i += 5
 		switch {
 		case r == 0, 0xDC00 <= r && r < 0xE000:
 			return false
 		case 0xD800 <= r && r < 0xDC00:
 			// A low surrogate must follow.
-			if i+6 >= len(payload) || payload[i+1] != '\\' || payload[i+2] != 'u' {
+			if i+6 > len(payload) || payload[i] != '\\' || payload[i+1] != 'u' {
 				return false
 			}
-			if low := hex4(payload[i+3 : i+7]); low < 0xDC00 || low >= 0xE000 {
+			if low := hex4(payload[i+2 : i+6]); low < 0xDC00 || low >= 0xE000 {
 				return false
 			}
 			i += 6
 		}
 	}
-	return true
 }
 
 // hex4 is the value of four hexadecimal digits, as a JSON \u escape has.
