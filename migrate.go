@@ -20,8 +20,9 @@ const SchemaDefault = ident.SchemaDefault
 // inbox and the recipient rules' tables) in schema, "" meaning SchemaDefault, in one transaction. It
 // takes an advisory lock on the schema, so many processes may call it at
 // once, and leaves an up-to-date schema alone. The schema name must be a
-// lower-case identifier of at most 63 bytes; anything else is an error and
-// creates nothing.
+// lower-case identifier of at most 56 bytes (room for the ".outbox" of its
+// wake-up channel's name within PostgreSQL's 63); anything else is an
+// error and creates nothing.
 //
 // The same SQL is available as files for golang-migrate and goose users:
 // see MigrationFiles. A schema built from the files is then the tool's to

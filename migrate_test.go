@@ -2,9 +2,11 @@ package tidings_test
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
 	"fmt"
 	"io/fs"
+	"net/url"
 	"os"
 	"regexp"
 	"slices"
@@ -217,6 +219,38 @@ func TestMigrate(t *testing.T) {
 			"transient_failure.address", "transient_failure.channel", "transient_failure.message_id"}, bytewise)
 	})
 
+	// The schema's owner, given the schema by someone who may create
+	// schemas, migrates it without the CREATE on the database that
+	// creating a schema takes: a least-privilege setup the tools' docs
+	// recommend.
+	t.Run("AsTheSchemasOwnerAlone", func(t *testing.T) {
+		t.Parallel()
+		admin := pgtest.AdminDB(t)
+		schema := newSchema(t)
+		role, password := schema+"_owner", rand.Text()
+		_, err := admin.ExecContext(t.Context(), `CREATE ROLE `+role+` LOGIN PASSWORD `+pq.QuoteLiteral(password))
+		require.NoError(t, err)
+		t.Cleanup(func() {
+			_, err := admin.ExecContext(context.Background(), `DROP OWNED BY `+role+`; DROP ROLE `+role)
+			require.NoError(t, err)
+		})
+		_, err = admin.ExecContext(t.Context(), `CREATE SCHEMA `+schema+` AUTHORIZATION `+role)
+		require.NoError(t, err)
+		u, err := url.Parse(pgtest.AdminURL(t))
+		require.NoError(t, err)
+		u.User = url.UserPassword(role, password)
+		owner, err := sql.Open("postgres", u.String())
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = owner.Close() })
+		var createOnDB bool
+		require.NoError(t, owner.QueryRowContext(t.Context(), `SELECT has_database_privilege(current_database(), 'CREATE')`).Scan(&createOnDB))
+		require.False(t, createOnDB, "the owner may create schemas: the test would prove nothing")
+
+		require.NoError(t, tidings.Migrate(t.Context(), owner, schema))
+		require.Equal(t, migratedTables, tables(t, admin, schema))
+		require.NoError(t, tidings.Migrate(t.Context(), owner, schema), "and again, up to date")
+	})
+
 	t.Run("BadSchemaNamesCreateNothing", func(t *testing.T) {
 		t.Parallel()
 		db := pgtest.AdminDB(t)
@@ -235,6 +269,7 @@ func TestMigrate(t *testing.T) {
 			`a"; drop table x;--`,
 			"Upper",
 			strings.Repeat("a", 64),
+			strings.Repeat("a", 57), // no room for its wake-up channel's ".outbox"
 			"a.b",
 			"1a",
 			" ",

@@ -46,7 +46,8 @@ type Inbox struct {
 }
 
 // New returns the inbox of schema ("" means "tidings"). The name must
-// be a lower-case identifier of at most 63 bytes.
+// be a lower-case identifier of at most 56 bytes, as every schema of the
+// library's.
 func New(schema string) (*Inbox, error) {
 	if schema == "" {
 		schema = ident.SchemaDefault

@@ -19,7 +19,6 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
-	"strings"
 
 	"github.com/tidings-go/tidings/internal/ident"
 )
@@ -68,22 +67,31 @@ func Apply(ctx context.Context, db *sql.DB, schema string, sets ...Set) error {
 	defer func() { _ = tx.Rollback() }()
 
 	q := ident.Quote(schema)
-	for _, stmt := range []string{
-		`SELECT pg_advisory_xact_lock(hashtext('tidings.migrate.' || $1))`,
-		`CREATE SCHEMA IF NOT EXISTS ` + q,
-		`SET LOCAL search_path TO ` + q,
+	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtext('tidings.migrate.' || $1))`, schema); err != nil {
+		return fmt.Errorf("migrate: prepare schema %s: %w", schema, err)
+	}
+	// The schema is created only when missing: CREATE SCHEMA IF NOT
+	// EXISTS takes CREATE on the database even when the schema exists,
+	// which its owner alone, given it by someone who may create schemas,
+	// does not have.
+	var exists bool
+	if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT FROM pg_catalog.pg_namespace WHERE nspname = $1)`,
+		schema).Scan(&exists); err != nil {
+		return fmt.Errorf("migrate: prepare schema %s: %w", schema, err)
+	}
+	stmts := []string{`SET LOCAL search_path TO ` + q,
 		`CREATE TABLE IF NOT EXISTS migrations (
 			component text NOT NULL,
 			version int NOT NULL,
 			name text NOT NULL,
 			applied_at timestamptz NOT NULL DEFAULT now(),
 			PRIMARY KEY (component, version))`,
-	} {
-		var args []any
-		if strings.Contains(stmt, "$1") {
-			args = append(args, schema)
-		}
-		if _, err := tx.ExecContext(ctx, stmt, args...); err != nil {
+	}
+	if !exists {
+		stmts = append([]string{`CREATE SCHEMA ` + q}, stmts...)
+	}
+	for _, stmt := range stmts {
+		if _, err := tx.ExecContext(ctx, stmt); err != nil {
 			return fmt.Errorf("migrate: prepare schema %s: %w", schema, err)
 		}
 	}
