@@ -47,6 +47,7 @@ import (
 
 	"github.com/tidings-go/tidings/examples/bookings/internal/service"
 	"github.com/tidings-go/tidings/notification/feedback"
+	"github.com/tidings-go/tidings/relay"
 )
 
 func main() {
@@ -69,6 +70,12 @@ func run(ctx context.Context, logger *slog.Logger) error {
 		return err
 	}
 	defer db.Close()
+	// The dispatcher holds a connection per delivery of a channel that
+	// commits each alone (all three providers here): the relay's
+	// Connections and a few for claims and settles, kept idle between
+	// deliveries instead of a new session each (README, Configuration).
+	db.SetMaxOpenConns(relay.ConnectionsDefault + 10)
+	db.SetMaxIdleConns(relay.ConnectionsDefault + 10)
 	if addr := cmp.Or(os.Getenv("METRICS_ADDR"), ":9464"); addr != "off" {
 		stop, err := serveMetrics(addr, logger)
 		if err != nil {

@@ -121,6 +121,10 @@ func Run(ctx context.Context, cfg Config, ln net.Listener) error {
 
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second,
 		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) }}
+	// Either one failing stops the other: a relay without its API, or an
+	// API without its relay, is no service.
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
 	var wg sync.WaitGroup
 	errs := make(chan error, 2)
 	wg.Go(func() {
@@ -141,6 +145,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener) error {
 	case <-ctx.Done():
 	case first = <-errs: // the relay refused its config, or the listener failed
 	}
+	stop() // the relay finishes its in-flight deliveries
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownGrace)
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil {
