@@ -258,7 +258,14 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if err = db.PingContext(ctx); err == nil {
+		// The server that answers must be this one: the port may have been
+		// taken since it was free (by another test binary's cluster), and
+		// this server not have bound it yet, or ever.
+		var dir string
+		if err = db.QueryRowContext(ctx, `SHOW data_directory`).Scan(&dir); err == nil {
+			if dir != c.dataDir() {
+				return fmt.Errorf("another server answers on port %d", c.port)
+			}
 			return nil
 		}
 		select {
