@@ -81,23 +81,31 @@ func run(ctx context.Context, dsn string, emails []string, out io.Writer) error 
 	defer cancel()
 	var wg sync.WaitGroup
 	var runErr error
-	wg.Go(func() { runErr = svc.Run(ctx) })
+	// A relay that stops (one that refused to start, say) ends the waits.
+	wg.Go(func() { runErr = svc.Run(ctx); cancel() })
+	err = signUpAll(ctx, svc, emails)
+	cancel()
+	wg.Wait()
+	return errors.Join(runErr, err)
+}
+
+// signUpAll signs each address up, waiting until its welcome mail is
+// delivered.
+func signUpAll(ctx context.Context, svc *service, emails []string) error {
 	for _, email := range emails {
 		id, err := svc.SignUp(ctx, email)
 		if err != nil {
-			cancel()
-			wg.Wait()
 			return err
 		}
-		if _, err := svc.client.Wait(ctx, id); err != nil {
-			cancel()
-			wg.Wait()
+		st, err := svc.client.Wait(ctx, id)
+		if err != nil {
 			return err
+		}
+		if st.Outcome != notification.OutcomeDelivered {
+			return fmt.Errorf("the welcome mail to a new user ended %s (%s): %s", st.State, st.Code, st.Reason)
 		}
 	}
-	cancel()
-	wg.Wait()
-	return runErr
+	return nil
 }
 
 // migrate installs the library's tables and the example's users table in

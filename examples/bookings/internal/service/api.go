@@ -156,22 +156,26 @@ func (s *Service) confirmBooking(w http.ResponseWriter, r *http.Request) {
 // confirmations fans one confirmed booking out into one request per
 // recipient and channel, each about its user (their preferences and quiet
 // hours apply) and keyed so that the booking's confirmation goes out once
-// per recipient and channel however often it is confirmed.
+// per recipient and channel however often it is confirmed. A user without
+// an address of a channel (no app, so no push token) gets nothing on it.
 func confirmations(b Booking, driver, host User) []notification.Request {
-	req := func(u User, channel, recipient, template string) notification.Request {
-		return notification.Request{Channel: channel, Recipient: recipient, Template: template,
+	var reqs []notification.Request
+	add := func(u User, channel, recipient, template string) {
+		if recipient == "" {
+			return
+		}
+		reqs = append(reqs, notification.Request{Channel: channel, Recipient: recipient, Template: template,
 			Subject: u.ID, Category: "booking", DedupKey: fmt.Sprintf("booking-%d/confirmed/%s/%s", b.ID, u.ID, channel),
-			Data: map[string]any{"booking_id": b.ID, "place": b.Place, "starts_at": b.StartsAt.Format(time.RFC1123), "name": u.Name}}
+			Data: map[string]any{"booking_id": b.ID, "place": b.Place, "starts_at": b.StartsAt.Format(time.RFC1123), "name": u.Name}})
 	}
-	return []notification.Request{
-		req(driver, "mail", driver.Email, "booking_confirmed"),
-		req(driver, "push", driver.PushToken, "booking_confirmed"),
-		req(driver, "sms", driver.ID, "booking_confirmed"),
-		req(driver, "inapp", driver.ID, "booking_confirmed"),
-		req(host, "mail", host.Email, "booking_confirmed_host"),
-		req(host, "push", host.PushToken, "booking_confirmed_host"),
-		req(host, "inapp", host.ID, "booking_confirmed_host"),
-	}
+	add(driver, "mail", driver.Email, "booking_confirmed")
+	add(driver, "push", driver.PushToken, "booking_confirmed")
+	add(driver, "sms", driver.ID, "booking_confirmed")
+	add(driver, "inapp", driver.ID, "booking_confirmed")
+	add(host, "mail", host.Email, "booking_confirmed_host")
+	add(host, "push", host.PushToken, "booking_confirmed_host")
+	add(host, "inapp", host.ID, "booking_confirmed_host")
+	return reqs
 }
 
 // setPreference turns a category, a channel or both on or off for a user,
