@@ -151,7 +151,7 @@ func (q policyQueries) insertSuppression(ctx context.Context, tx dbtx.Execer, s 
 // requests to the address go out again from that commit on (those ended
 // suppressed stay so). A nil tx lifts at once, on the client's pool: an
 // operator's lift (tidings lift, the console), which has no transaction
-// of its own to join. An operator lifts any suppression; a person's
+// of its own to join; a nil *sql.Tx is an error. An operator lifts any suppression; a person's
 // resubscribe reported by a provider lifts only those of class
 // unsubscribe.
 func (c *Client) Lift(ctx context.Context, tx dbtx.Execer, channel, address, scope string) (bool, error) {
@@ -161,6 +161,8 @@ func (c *Client) Lift(ctx context.Context, tx dbtx.Execer, channel, address, sco
 	}
 	if tx == nil {
 		tx = c.db
+	} else if err := checkTx(tx); err != nil { // a nil *sql.Tx, say: no transaction begun
+		return false, err
 	}
 	res, err := tx.ExecContext(ctx, c.policy.lift, channel, address, scope)
 	if err != nil {

@@ -205,6 +205,10 @@ func TestSuppressionsAPI(t *testing.T) {
 		_, err = b.client.Suppressions(t.Context(), &notification.SuppressionFilter{Limit: notification.SuppressionsLimitMax + 1})
 		require.ErrorContains(t, err, "Limit")
 
+		// A transaction never begun is a mistake, not an operator's lift.
+		_, err = b.client.Lift(t.Context(), (*sql.Tx)(nil), "sms", "+15550101", "")
+		require.ErrorIs(t, err, notification.ErrInvalidRequest)
+		require.ErrorContains(t, err, "tx is a nil *sql.Tx")
 		// An operator's lift, without a transaction of its own.
 		lifted, err := b.client.Lift(t.Context(), nil, "sms", "+15550101", "")
 		require.NoError(t, err)
