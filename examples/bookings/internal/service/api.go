@@ -17,6 +17,11 @@ import (
 	"github.com/tidings-go/tidings/relay"
 )
 
+// routes are the service's API. The example has no authentication, to stay
+// short: a real service puts its own in front of every route, and the
+// operators' /admin routes, which show addresses and re-emit, behind its
+// operators' log-in, on a listener the providers' report receivers
+// (/feedback, which must be reachable from the internet) do not share.
 func (s *Service) routes() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /users", s.createUser)
