@@ -131,7 +131,8 @@ type QuietWindow struct {
 
 // QuietHours are a subject's time zone and quiet windows.
 type QuietHours struct {
-	// TimeZone is an IANA zone, such as "Europe/Berlin". The relay's
+	// TimeZone is an IANA zone, such as "Europe/Berlin" (or "UTC"), not
+	// "Local", which would be each relay machine's own. The relay's
 	// machine needs the zone database (or the program imports
 	// time/tzdata).
 	TimeZone string
@@ -141,7 +142,7 @@ type QuietHours struct {
 // validate checks q, naming the field, and returns its zone.
 func (q QuietHours) validate() (*time.Location, error) {
 	loc, err := time.LoadLocation(q.TimeZone)
-	if err != nil || q.TimeZone == "" {
+	if err != nil || q.TimeZone == "" || q.TimeZone == "Local" {
 		return nil, fmt.Errorf("%w: QuietHours.TimeZone %q is not an IANA time zone", ErrInvalidRequest, q.TimeZone)
 	}
 	for i, w := range q.Windows {

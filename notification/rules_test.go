@@ -586,6 +586,9 @@ func TestRulesRefuseBadInput(t *testing.T) {
 		"NilTx":        {b.client.SetPreference(ctx, nil, "u1", notification.Preference{}), "tx is nil"},
 		"BadZone": {b.client.SetQuietHours(ctx, b.db, "u1", notification.QuietHours{TimeZone: "Mars/Olympus",
 			Windows: []notification.QuietWindow{{Start: notification.At(22, 0), End: notification.At(7, 0)}}}), "QuietHours.TimeZone"},
+		// The relay machine's own zone, whichever that is.
+		"LocalZone": {b.client.SetQuietHours(ctx, b.db, "u1", notification.QuietHours{TimeZone: "Local",
+			Windows: []notification.QuietWindow{{Start: notification.At(22, 0), End: notification.At(7, 0)}}}), `QuietHours.TimeZone "Local"`},
 		"EmptyWindow": {b.client.SetQuietHours(ctx, b.db, "u1", notification.QuietHours{TimeZone: "UTC",
 			Windows: []notification.QuietWindow{{Start: notification.At(7, 0), End: notification.At(7, 0)}}}), "QuietHours.Windows[0]: Start and End are both 07:00"},
 		"BadDay": {b.client.SetQuietHours(ctx, b.db, "u1", notification.QuietHours{TimeZone: "UTC",
