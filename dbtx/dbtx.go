@@ -47,10 +47,11 @@ type Rows interface {
 // order. A statement that fails fails those after it, unrun, and is the
 // error; so is a COMMIT the server answered with ROLLBACK (its
 // transaction had failed). Only the last statement may have Rows: the
-// server runs every statement before the first reader reads, so a reader's
-// error could not keep a later statement from running (a COMMIT, say). With one, a transaction sends its BEGIN with
-// its first statement and its last writes with its COMMIT: a round trip
-// or two fewer. database/sql has no such call: a driver's own package
+// server runs every statement before the first reader reads, so a
+// reader's error could not keep a later statement from running (a
+// COMMIT, say). With one, a transaction sends its BEGIN with its first
+// statement and its last writes with its COMMIT: a round trip or two
+// fewer. database/sql has no such call: a driver's own package
 // provides it (dbtx/pgxtx.Pipeline), and a nil Pipeline sends each
 // statement alone.
 type Pipeline func(ctx context.Context, conn any, stmts []Statement) error

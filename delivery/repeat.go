@@ -12,15 +12,15 @@ type Repeat int
 
 const (
 	// RepeatSends: the provider sends a repeat as a second message (plain
-	// SMTP, Expo push, Twilio's Messages API). The zero value, and what a Delivery that declares
-	// nothing is taken to be: the dispatcher gives each of its requests a
-	// transaction and a commit of its own, the smallest window for a
-	// repeat.
+	// SMTP, Expo push, Twilio's Messages API). The zero value, and what a
+	// Delivery that declares nothing is taken to be: the dispatcher gives
+	// each of its requests a transaction and a commit of its own, the
+	// smallest window for a repeat.
 	RepeatSends Repeat = iota
 	// RepeatDropped: the provider drops a repeat of an idempotency key it
 	// has seen (Resend within 24 hours, a webhook receiver that
-	// deduplicates on webhook-id). A larger window
-	// costs nothing, so the dispatcher lets such requests share commits.
+	// deduplicates on webhook-id). A larger window costs nothing, so the
+	// dispatcher lets such requests share commits.
 	RepeatDropped
 	// RepeatImpossible: the delivery writes into the claim's own
 	// transaction ([TxFrom]) and calls no provider, so its effect commits

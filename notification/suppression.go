@@ -151,9 +151,9 @@ func (q policyQueries) insertSuppression(ctx context.Context, tx dbtx.Execer, s 
 // requests to the address go out again from that commit on (those ended
 // suppressed stay so). A nil tx lifts at once, on the client's pool: an
 // operator's lift (tidings lift, the console), which has no transaction
-// of its own to join; a nil *sql.Tx is an error. An operator lifts any suppression; a person's
-// resubscribe reported by a provider lifts only those of class
-// unsubscribe.
+// of its own to join; a nil *sql.Tx is an error. An operator lifts any
+// suppression; a person's resubscribe reported by a provider lifts only
+// those of class unsubscribe.
 func (c *Client) Lift(ctx context.Context, tx dbtx.Execer, channel, address, scope string) (bool, error) {
 	address, err := checkAddress(channel, address)
 	if err := errors.Join(err, checkSuppressionScope(scope)); err != nil {

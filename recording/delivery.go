@@ -98,10 +98,11 @@ var errHang = errors.New("recording: a scripted hang")
 func Hang() delivery.Outcome { return delivery.Retry(errHang) }
 
 // Deliver records p, with shallow copies of p.Data and p.Secrets so that a
-// later change by the caller does not change the record, and then answers with the next
-// outcome of the most specific matching script that is not empty, or
-// [delivery.Delivered] when every matching script has run out. The request
-// is recorded before it is answered, so a Wait that returns has seen it.
+// later change by the caller does not change the record, and then answers
+// with the next outcome of the most specific matching script that is not
+// empty, or [delivery.Delivered] when every matching script has run out.
+// The request is recorded before it is answered, so a Wait that returns
+// has seen it.
 //
 // Deliver answers at once unless SetLatency or a scripted Hang says
 // otherwise; then it honours ctx. A scripted zero [delivery.Outcome] is
