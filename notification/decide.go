@@ -15,7 +15,6 @@ import (
 	"github.com/tidings-go/tidings/dbtx"
 	"github.com/tidings-go/tidings/delivery"
 	"github.com/tidings-go/tidings/internal/pgarray"
-	"github.com/tidings-go/tidings/internal/validate"
 	"github.com/tidings-go/tidings/notification/feedback"
 	"github.com/tidings-go/tidings/relay"
 )
@@ -375,30 +374,19 @@ func (d *Dispatcher) resolve(ctx context.Context, b *relay.Batch, jobs []job) []
 			b.Answer(j.i, d.failed(j, delivery.Retry(delivery.WithCode(CodeResolveFailed, err))))
 			continue
 		}
+		// The address is checked as staging checks a Recipient.
 		address := addresses[j.p.Channel][j.p.Recipient]
-		if err := checkResolved(address); err != nil {
-			j.unresolved = fmt.Errorf("the Resolver of channel %q %w", j.p.Channel, err)
-		} else {
+		switch err := checkRecipient("its address", address); {
+		case address == "":
+			j.unresolved = fmt.Errorf("the Resolver of channel %q has no address for the recipient", j.p.Channel)
+		case err != nil:
+			j.unresolved = fmt.Errorf("the Resolver of channel %q answered an address that cannot be stored: %w", j.p.Channel, err)
+		default:
 			j.p.Recipient = address
 		}
 		keep = append(keep, j)
 	}
 	return keep
-}
-
-// checkResolved checks an address a Resolver answered as staging checks a
-// Recipient, saying what is wrong with it after the Resolver's name.
-func checkResolved(address string) error {
-	switch {
-	case address == "":
-		return errors.New("has no address for the recipient")
-	case len(address) > RecipientMaxLen:
-		return fmt.Errorf("answered an address of %d bytes, at most %d allowed", len(address), RecipientMaxLen)
-	}
-	if err := validate.Text("its address", address); err != nil {
-		return fmt.Errorf("answered an address that cannot be stored: %w", err)
-	}
-	return nil
 }
 
 // decideOne applies the rules to one request, going to dst: a result when

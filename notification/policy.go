@@ -329,13 +329,13 @@ func newPolicyQueries(schema string) policyQueries {
 		countTransient: r.Replace(`INSERT INTO {transient} AS t (channel, address, failed_at, message_id)
 				VALUES ($1, $2, ARRAY[now()], ARRAY[$4::text])
 			ON CONFLICT (channel, address) DO UPDATE SET updated_at = now(), (failed_at, message_id) = (
+				WITH w AS (
+					SELECT f, coalesce(m, '') AS m FROM unnest(t.failed_at, t.message_id) AS u(f, m)
+					WHERE f > now() - make_interval(secs => $3))
 				SELECT array_agg(f ORDER BY f), array_agg(m ORDER BY f) FROM (
-					SELECT f, coalesce(m, '') AS m FROM unnest(t.failed_at, t.message_id) AS w(f, m)
-					WHERE f > now() - make_interval(secs => $3)
+					SELECT f, m FROM w
 					UNION ALL
-					SELECT now(), $4::text WHERE $4 = '' OR $4 <> ALL(ARRAY(
-						SELECT m FROM unnest(t.failed_at, t.message_id) AS w(f, m)
-						WHERE f > now() - make_interval(secs => $3) AND m IS NOT NULL))) kept)
+					SELECT now(), $4::text WHERE $4 = '' OR $4 <> ALL(ARRAY(SELECT m FROM w))) kept)
 			RETURNING cardinality(failed_at)`),
 		clearTransient: r.Replace(`DELETE FROM {transient} WHERE channel = $1 AND address = $2`),
 		purgeTransient: r.Replace(`DELETE FROM {transient} t USING (

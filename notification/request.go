@@ -133,6 +133,19 @@ func (req Request) Message(module string) (relay.Message, error) {
 	return msg, nil
 }
 
+// checkRecipient checks a recipient, staged (field Recipient) or answered
+// by a Resolver: not empty, at most RecipientMaxLen bytes, and stored as
+// it is.
+func checkRecipient(field, s string) error {
+	switch {
+	case s == "":
+		return fmt.Errorf("%s is empty", field)
+	case len(s) > RecipientMaxLen:
+		return fmt.Errorf("%s is %d bytes long, at most %d allowed", field, len(s), RecipientMaxLen)
+	}
+	return validate.Text(field, s)
+}
+
 // validate checks every field but Data, which encode checks.
 func (req Request) validate(module string) error {
 	if err := ident.Check("module", module); err != nil {
@@ -141,13 +154,7 @@ func (req Request) validate(module string) error {
 	if err := ident.Check("Channel", req.Channel); err != nil {
 		return err
 	}
-	switch {
-	case req.Recipient == "":
-		return errors.New("Recipient is empty")
-	case len(req.Recipient) > RecipientMaxLen:
-		return fmt.Errorf("Recipient is %d bytes long, at most %d allowed", len(req.Recipient), RecipientMaxLen)
-	}
-	if err := validate.Text("Recipient", req.Recipient); err != nil {
+	if err := checkRecipient("Recipient", req.Recipient); err != nil {
 		return err
 	}
 	if err := validate.Text("Template", req.Template); err != nil {

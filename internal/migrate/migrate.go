@@ -73,7 +73,8 @@ func Apply(ctx context.Context, db *sql.DB, schema string, sets ...Set) error {
 	// The schema is created only when missing: CREATE SCHEMA IF NOT
 	// EXISTS takes CREATE on the database even when the schema exists,
 	// which its owner alone, given it by someone who may create schemas,
-	// does not have.
+	// does not have. Asked after the lock, in a statement of its own, so
+	// that it sees what a migrator that held the lock before committed.
 	var exists bool
 	if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT FROM pg_catalog.pg_namespace WHERE nspname = $1)`,
 		schema).Scan(&exists); err != nil {
