@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tidings-go/tidings/internal/pgarray"
+	"github.com/tidings-go/tidings/internal/validate"
 )
 
 // Bounds of ListOpts.Limit.
@@ -83,7 +84,8 @@ func (c Cursor) MarshalText() ([]byte, error) {
 }
 
 // UnmarshalText decodes what MarshalText encoded; empty text is the zero
-// Cursor. Anything else is an ErrInvalid error.
+// Cursor. Anything else, or a time before 1970 or after the year 9999, is
+// an ErrInvalid error.
 func (c *Cursor) UnmarshalText(text []byte) error {
 	if len(text) == 0 {
 		*c = Cursor{}
@@ -98,7 +100,11 @@ func (c *Cursor) UnmarshalText(text []byte) error {
 	if err != nil {
 		return fmt.Errorf("%w: cursor is not <microseconds>_<id>", ErrInvalid)
 	}
-	*c = Cursor{CreatedAt: time.UnixMicro(us), ID: uid}
+	at := time.UnixMicro(us)
+	if err := validate.Year("cursor's time", at); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	*c = Cursor{CreatedAt: at, ID: uid}
 	return nil
 }
 
@@ -117,7 +123,7 @@ type ListOpts struct {
 	Limit int
 	// Before starts the page after this position; the zero Cursor starts
 	// at the newest. Pass the last notification's Cursor to get the next
-	// page.
+	// page. A time before 1970 or after the year 9999 is an error.
 	Before Cursor
 }
 
@@ -143,6 +149,9 @@ func (d *Delivery) List(ctx context.Context, recipient string, opts *ListOpts) (
 		o.Limit = ListLimitDefault
 	case o.Limit < 0 || o.Limit > ListLimitMax:
 		return nil, fmt.Errorf("%w: limit %d is outside 1..%d", ErrInvalid, o.Limit, ListLimitMax)
+	}
+	if err := validate.Year("ListOpts.Before", o.Before.CreatedAt); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	var before any = "infinity"
 	after := uuid.Max

@@ -2,6 +2,7 @@ package inapp_test
 
 import (
 	"bytes"
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -126,6 +127,20 @@ func TestList(t *testing.T) {
 		require.Equal(t, []uuid.UUID{alice[0]}, ids(list), "created strictly before")
 	})
 
+	t.Run("CursorOutOfRange", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.seed(t, "alice", minutes(1))
+		for _, at := range []time.Time{
+			time.UnixMicro(math.MinInt64), time.UnixMicro(math.MaxInt64),
+			time.Date(1969, 12, 31, 0, 0, 0, 0, time.UTC), time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC),
+		} {
+			_, err := b.inapp.List(t.Context(), "alice", &inapp.ListOpts{Before: inapp.Cursor{CreatedAt: at}})
+			require.ErrorIs(t, err, inapp.ErrInvalid, "a cursor at %v", at)
+			require.ErrorContains(t, err, "ListOpts.Before")
+		}
+	})
+
 	t.Run("EmptyRecipient", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -159,7 +174,10 @@ func TestCursorText(t *testing.T) {
 
 	t.Run("Invalid", func(t *testing.T) {
 		t.Parallel()
-		for _, text := range []string{"x", "12", "12_", "_" + uuid.NewString(), "abc_" + uuid.NewString(), "12_not-a-uuid"} {
+		for _, text := range []string{
+			"x", "12", "12_", "_" + uuid.NewString(), "abc_" + uuid.NewString(), "12_not-a-uuid",
+			"-1_" + uuid.NewString(), "253402300800000000_" + uuid.NewString(), // 1969, the year 10000
+		} {
 			var c inapp.Cursor
 			require.ErrorIs(t, c.UnmarshalText([]byte(text)), inapp.ErrInvalid, text)
 		}
