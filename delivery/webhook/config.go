@@ -111,6 +111,7 @@ func (cfg *Config) validate() (*settings, error) {
 			Name:        "webhook",
 			Timeout:     cfg.Timeout,
 			TimeoutText: "webhook: no answer within Config.Timeout",
+			StatusOnly:  true,
 		},
 		allowInsecure: cfg.AllowInsecure,
 		userAgent:     cfg.UserAgent,

@@ -72,10 +72,12 @@
 //     that takes longer than [Config.Timeout] (10 seconds by default) is a
 //     failure here and is sent again.
 //   - Answer 410 Gone to stop deliveries for good: the request is
-//     rejected at once. Any other 4xx but 408 rejects the request too,
-//     while 408, 429 and 5xx (honouring Retry-After) and unreachable
-//     endpoints are retried per the dispatcher's retry policy. Redirects
-//     are not followed: a 3xx rejects the request.
+//     rejected at once. Any other answer but 2xx is a failure, as the
+//     Standard Webhooks specification has it: the request is retried
+//     per the dispatcher's retry policy (honouring Retry-After), and so
+//     are unreachable endpoints. A 401 while you rotate a secret, or a
+//     404 while you redeploy, loses nothing. Redirects are not followed:
+//     a 3xx is a failure too (update the URL instead).
 //
 // # Safety
 //

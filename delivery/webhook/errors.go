@@ -19,8 +19,9 @@ var (
 	ErrInvalidRecipient = delivery.NewError(delivery.CodeInvalidRecipient, "webhook: recipient is not an https URL")
 
 	// ErrGone: the endpoint answered 410 Gone, the Standard Webhooks way
-	// of saying it wants no more deliveries. Deliver answers Reject.
-	ErrGone = errors.New("webhook: endpoint is gone (410)")
+	// of saying it wants no more deliveries. Deliver answers Reject; its
+	// code is [delivery.CodeRecipientGone].
+	ErrGone = delivery.NewError(delivery.CodeRecipientGone, "webhook: endpoint is gone (410)")
 
 	// ErrUnencodable: the request's data does not encode as JSON (a
 	// channel, a function, a NaN). Deliver answers Reject; the reason
@@ -29,8 +30,8 @@ var (
 )
 
 // StatusError is the reason of an answer Deliver decided on by its status
-// alone: 408, 429 and 5xx (Retry), any other status but 2xx (Reject), and,
-// together with [ErrGone], 410. Match it with errors.As or errors.AsType on
+// alone: any status but 2xx and 410 (Retry), and, together with
+// [ErrGone], 410 (Reject). Match it with errors.As or errors.AsType on
 // [delivery.Outcome.Reason] to read StatusCode. Its text names the status
 // only, never the endpoint's body or status line.
 type StatusError = httpcall.StatusError

@@ -68,14 +68,19 @@ type payload struct {
 //     p.Recipient is not a URL this Delivery may call
 //     ([ErrInvalidRecipient]), p.ID is zero ([delivery.ErrNoID]), or p.Data does
 //     not encode as JSON ([ErrUnencodable]);
-//   - [delivery.Reject] with [ErrGone] when the endpoint answered 410, and
-//     with a [*StatusError] naming the status for any other
-//     answer that is neither 2xx, 408, 429 nor 5xx (redirects are not
-//     followed, so a 3xx is one of them);
-//   - [delivery.Retry] when it answered 408, 429 or 5xx (waiting as a
-//     Retry-After header asks, see [delivery.RetryAfter]), when it could
-//     not be reached, when it gave no answer within Config.Timeout, and
-//     when ctx ended.
+//   - [delivery.Reject] with [ErrGone] when the endpoint answered 410;
+//   - [delivery.Retry] with a [*StatusError] naming the status for any
+//     other answer but 2xx (waiting as a Retry-After header asks, see
+//     [delivery.RetryAfter]): a 3xx (redirects are not followed), a 4xx
+//     such as a 401 while the receiver rotates its secret or a 404 while
+//     it is redeployed, a 5xx; and when it could not be reached, when it
+//     gave no answer within Config.Timeout, and when ctx ended. The
+//     dispatcher's retry policy decides when to give up, as the Standard
+//     Webhooks retry schedule spans days.
+//
+// Deliver decides on the status alone: it never reads the endpoint's
+// body, so an endpoint that answers 2xx at once and finishes its work
+// before closing the body has accepted the call.
 //
 // Every attempt carries the same webhook-id and Idempotency-Key
 // (p.ID) and the same body; webhook-timestamp is the attempt's time, and
@@ -124,14 +129,11 @@ func (d *Delivery) Deliver(ctx context.Context, p delivery.Pending) delivery.Out
 			msg:  ErrGone.Error(),
 			errs: []error{ErrGone, &StatusError{StatusCode: status}},
 		})
-	case status == http.StatusRequestTimeout:
-		// The endpoint gave up waiting for the request: a passing
-		// failure, unlike the other 4xx.
-		return httpcall.Prefix("webhook", delivery.Retry(&StatusError{StatusCode: status}))
 	default:
-		// The body is the endpoint's free text: it is not read into the
-		// reason.
-		return httpcall.Prefix("webhook", delivery.Reject(&StatusError{StatusCode: status}))
+		// Standard Webhooks: every answer but 2xx and 410 is a failure
+		// to retry on a schedule.
+		after := httpcall.RetryAfter(resp.Header, time.Now())
+		return httpcall.Prefix("webhook", delivery.RetryAfter(&StatusError{StatusCode: status}, after))
 	}
 }
 

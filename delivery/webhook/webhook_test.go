@@ -292,11 +292,17 @@ func TestDeliver(t *testing.T) {
 			{name: "201", answer: answerStatus(201), kind: delivery.KindDelivered},
 			{name: "202", answer: answerStatus(202), kind: delivery.KindDelivered},
 			{name: "204", answer: answerStatus(204), kind: delivery.KindDelivered},
-			{name: "400", answer: answerStatus(400), kind: delivery.KindReject, status: 400,
+			// Standard Webhooks: every answer but 2xx and 410 is a failure
+			// to retry.
+			{name: "400", answer: answerStatus(400), kind: delivery.KindRetry, status: 400,
 				text: "webhook: provider answered 400 Bad Request"},
-			{name: "401", answer: answerStatus(401), kind: delivery.KindReject, status: 401},
-			{name: "404", answer: answerStatus(404), kind: delivery.KindReject, status: 404},
+			{name: "401WhileRotating", answer: answerStatus(401), kind: delivery.KindRetry, status: 401},
+			{name: "404WhileRedeploying", answer: answerStatus(404), kind: delivery.KindRetry, status: 404},
 			{name: "408", answer: answerStatus(408), kind: delivery.KindRetry, status: 408},
+			{name: "408RetryAfter", answer: answerStatus(408, "Retry-After", "300"), kind: delivery.KindRetry, status: 408,
+				after: 300 * time.Second},
+			{name: "422RetryAfter", answer: answerStatus(422, "Retry-After", "60"), kind: delivery.KindRetry, status: 422,
+				after: 60 * time.Second, text: "webhook: provider answered 422 Unprocessable Entity"},
 			{name: "410", answer: answerStatus(410), kind: delivery.KindReject, status: 410,
 				text: "webhook: endpoint is gone (410)"},
 			{name: "429", answer: answerStatus(429, "Retry-After", "7"), kind: delivery.KindRetry, status: 429,
@@ -304,8 +310,8 @@ func TestDeliver(t *testing.T) {
 			{name: "500", answer: answerStatus(500), kind: delivery.KindRetry, status: 500},
 			{name: "503RetryAfter", answer: answerStatus(503, "Retry-After", "120"), kind: delivery.KindRetry, status: 503,
 				after: 120 * time.Second, text: "webhook: provider answered 503 Service Unavailable"},
-			{name: "302NotFollowed", answer: answerStatus(302, "Location", "/elsewhere"), kind: delivery.KindReject, status: 302},
-			{name: "308NotFollowed", answer: answerStatus(308, "Location", "/elsewhere"), kind: delivery.KindReject, status: 308},
+			{name: "302NotFollowed", answer: answerStatus(302, "Location", "/elsewhere"), kind: delivery.KindRetry, status: 302},
+			{name: "308NotFollowed", answer: answerStatus(308, "Location", "/elsewhere"), kind: delivery.KindRetry, status: 308},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()
@@ -327,6 +333,7 @@ func TestDeliver(t *testing.T) {
 				}
 				if tc.status == http.StatusGone {
 					require.ErrorIs(t, outcome.Reason(), webhook.ErrGone)
+					require.Equal(t, delivery.CodeRecipientGone, delivery.CodeOf(outcome.Reason()))
 				}
 				if tc.text != "" {
 					require.Equal(t, tc.text, outcome.Reason().Error())
@@ -381,6 +388,25 @@ func TestDeliver(t *testing.T) {
 		require.Equal(t, delivery.KindRetry, outcome.Kind(), "%v", outcome)
 		require.ErrorIs(t, outcome.Reason(), context.DeadlineExceeded)
 		requireSafeReason(t, outcome, b.rcv.url)
+		require.Len(t, b.rcv.received(), 1)
+	})
+
+	// A receiver that answers 200 at once and finishes its work before
+	// ending the body has accepted the call: it is not sent again.
+	t.Run("AcceptedThenSlowToEndTheBody", func(t *testing.T) {
+		t.Parallel()
+		held := hang(t, nil)
+		b := setup(t, receiverOptions{answer: func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusOK)
+			w.(http.Flusher).Flush()
+			held(w, r)
+		}}, func(cfg *webhook.Config) {
+			cfg.Timeout = 200 * time.Millisecond
+		})
+
+		outcome := b.hook.Deliver(t.Context(), newPending(b.rcv.url))
+
+		require.Equal(t, delivery.KindDelivered, outcome.Kind(), "%v", outcome)
 		require.Len(t, b.rcv.received(), 1)
 	})
 

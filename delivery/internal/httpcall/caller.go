@@ -33,11 +33,18 @@ type Caller struct {
 	// "sms: twilio took longer than Config.Timeout" makes "sms: twilio
 	// took longer than Config.Timeout (10s)".
 	TimeoutText string
+	// StatusOnly is for a module that decides on the status and header
+	// alone: Call discards the body and answers whatever becomes of it,
+	// so an answer whose body is slow to end (a receiver that answers 200
+	// at once and finishes its work before closing) cannot fail an
+	// attempt it accepted.
+	StatusOnly bool
 }
 
 // Call sends req as [Do] does, with key as the idempotency key, and ends
 // it after c.Timeout if ctx has not ended it first. It answers as Do
-// does, except for the outcome that ends the attempt (ok false):
+// does (with no Body when c.StatusOnly), except for the outcome that ends
+// the attempt (ok false):
 //   - when c.Timeout ended the call and ctx is not done, [delivery.Retry]
 //     with the reason c.TimeoutText and the timeout, which wraps Do's
 //     reason (so errors.Is finds [context.DeadlineExceeded]);
@@ -49,7 +56,7 @@ func (c *Caller) Call(ctx context.Context, req *http.Request, key string) (resp 
 		callCtx, cancel = context.WithTimeout(ctx, c.Timeout)
 		defer cancel()
 	}
-	resp, out, ok = Do(callCtx, c.Client, req, key)
+	resp, out, ok = do(callCtx, c.Client, req, key, !c.StatusOnly)
 	if ok {
 		return resp, out, true
 	}

@@ -63,6 +63,11 @@ type Response struct {
 // Otherwise ok is true, out is the zero Outcome and the module decides from
 // the Response. Do is safe for concurrent use when client is.
 func Do(ctx context.Context, client *http.Client, req *http.Request, key string) (resp Response, out delivery.Outcome, ok bool) {
+	return do(ctx, client, req, key, true)
+}
+
+// do is Do, reading the body only when readBody is true.
+func do(ctx context.Context, client *http.Client, req *http.Request, key string, readBody bool) (resp Response, out delivery.Outcome, ok bool) {
 	if err := ctx.Err(); err != nil {
 		return Response{}, ended(err), false
 	}
@@ -84,6 +89,12 @@ func Do(ctx context.Context, client *http.Client, req *http.Request, key string)
 	if hresp.StatusCode == http.StatusTooManyRequests || hresp.StatusCode >= 500 {
 		after := RetryAfter(hresp.Header, time.Now())
 		return Response{}, delivery.RetryAfter(&StatusError{StatusCode: hresp.StatusCode}, after), false
+	}
+	if !readBody {
+		// Drained so that the connection can serve the next call; the
+		// answer stands whatever becomes of the body.
+		_, _ = io.Copy(io.Discard, io.LimitReader(hresp.Body, BodyLimit))
+		return Response{StatusCode: hresp.StatusCode, Header: hresp.Header}, delivery.Outcome{}, true
 	}
 	body, err := io.ReadAll(io.LimitReader(hresp.Body, BodyLimit))
 	if err != nil {
