@@ -30,7 +30,8 @@
 //     Google answer later, in a receipt that this module does not fetch;
 //   - "error" with DeviceNotRegistered (the app was removed from the
 //     device: stop sending to the token) or MessageTooBig is
-//     [delivery.Reject], with the reason "push: expo: DeviceNotRegistered";
+//     [delivery.Reject], with the reason "push: expo: DeviceNotRegistered"
+//     (its code [delivery.CodeRecipientGone]);
 //   - "error" with MessageRateExceeded (too many pushes to the device) is
 //     [delivery.Retry];
 //   - "error" with InvalidCredentials or MismatchSenderId is
@@ -42,9 +43,10 @@
 //   - a 4xx with Expo's request-level "errors" is [delivery.Reject] with
 //     the first error's code, such as "push: expo rejected the request
 //     (400): VALIDATION_ERROR";
-//   - 429 and 5xx, an unreachable Expo, a cancelled context, the delivery's
-//     deadline or [Config.Timeout] are [delivery.Retry], after the wait a
-//     Retry-After header names.
+//   - 429 and 5xx, a 4xx without Expo's "errors" (a proxy's 408, a 404
+//     from a [Config.BaseURL] with a wrong path), an unreachable Expo, a
+//     cancelled context, the delivery's deadline or [Config.Timeout] are
+//     [delivery.Retry], after the wait a Retry-After header names.
 //
 // # Duplicates: Expo cannot drop them
 //

@@ -12,8 +12,9 @@ import (
 // [errors.Is] on [delivery.Outcome.Reason].
 var (
 	// ErrInvalidRecipient: the request's recipient is not an Expo push
-	// token (ExponentPushToken[...] or ExpoPushToken[...]). The reason
-	// never quotes it. Deliver answers Reject without calling Expo.
+	// token (ExponentPushToken[...], ExpoPushToken[...], or the bare UUID
+	// form Expo's SDK accepts). The reason never quotes it. Deliver
+	// answers Reject without calling Expo.
 	ErrInvalidRecipient = delivery.NewError(delivery.CodeInvalidRecipient, "push: recipient is not an Expo push token")
 
 	// ErrUnknownTemplate: the request names no template, or one that is
@@ -38,8 +39,8 @@ var (
 type TemplateError = render.Error
 
 // APIError is the reason of a push Expo refused: either the message's
-// ticket said "error" (Ticket is true), or Expo refused the whole request,
-// with a 4xx status other than 429 or with an "errors" list.
+// ticket said "error" (Ticket is true), or Expo refused the whole request
+// with an "errors" list (and a 4xx status other than 429, or a 2xx).
 //
 // Its text holds Expo's error code, never Expo's message, which can quote
 // the push token: "push: expo: DeviceNotRegistered" for a ticket, "push:

@@ -154,7 +154,7 @@ func (f *fakeExpo) answer(w http.ResponseWriter, r *http.Request, req expoReques
 	var tickets []map[string]any
 	for _, m := range req.Messages {
 		switch {
-		case m.To == unregisteredToken || !strings.HasSuffix(m.To, "]"):
+		case m.To == unregisteredToken || !strings.HasSuffix(m.To, "]") && (len(m.To) != 36 || uuid.Validate(m.To) != nil):
 			tickets = append(tickets, ticketErrorBody(m.To, "DeviceNotRegistered",
 				fmt.Sprintf("%q is not a registered push notification recipient", m.To)))
 		case ticketCode != "":

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"time"
 
 	"github.com/tidings-go/tidings/delivery"
 	"github.com/tidings-go/tidings/delivery/internal/httpcall"
@@ -38,8 +39,10 @@ func New(cfg *Config) (*Delivery, error) {
 	return &Delivery{s: s}, nil
 }
 
-// tokenPattern is an Expo push token.
-var tokenPattern = regexp.MustCompile(`^(?:ExponentPushToken|ExpoPushToken)\[[^\[\]\s]+\]$`)
+// tokenPattern is an Expo push token: ExponentPushToken[...],
+// ExpoPushToken[...], or the bare UUID form Expo's own SDK also accepts.
+var tokenPattern = regexp.MustCompile(`^(?:(?:ExponentPushToken|ExpoPushToken)\[[^\[\]\s]+\]|` +
+	`(?i:[a-z0-9]{8}-[a-z0-9]{4}-[a-z0-9]{4}-[a-z0-9]{4}-[a-z0-9]{12}))$`)
 
 // ticketIDPattern is what a ticket id may look like to be a reference.
 var ticketIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
@@ -71,9 +74,10 @@ type messageData struct {
 //     ([*TemplateError]), or p has no id ([delivery.ErrNoID]);
 //   - [delivery.Reject] with an [*APIError] when the ticket says
 //     DeviceNotRegistered (the app is gone from the device: drop the
-//     token), MessageTooBig (the same push will never fit) or another
-//     code, and when Expo refused the whole request with a 4xx status,
-//     such as 400 VALIDATION_ERROR;
+//     token; the reason's code is [delivery.CodeRecipientGone]),
+//     MessageTooBig (the same push will never fit) or another code, and
+//     when Expo refused the whole request with a 4xx status and its
+//     errors list, such as 400 VALIDATION_ERROR;
 //   - [delivery.Retry] with an [*APIError] when the ticket says
 //     MessageRateExceeded (too many pushes to the device: later), or
 //     InvalidCredentials or MismatchSenderId (the project's FCM or APNs
@@ -82,8 +86,10 @@ type messageData struct {
 //     make every push dead at once;
 //   - [delivery.Retry] (honouring Retry-After) when Expo answered 429 or
 //     5xx, was unreachable, or ctx ended or Config.Timeout passed first;
-//     and when it answered 2xx without a ticket ([ErrUnreadableAnswer]) or
-//     another status, such as a redirect.
+//     when it answered a 4xx without Expo's errors list (a proxy's 408, a
+//     404 from a Config.BaseURL with a wrong path: not Expo's verdict on
+//     the push); and when it answered 2xx without a ticket
+//     ([ErrUnreadableAnswer]) or another status, such as a redirect.
 func (d *Delivery) Deliver(ctx context.Context, p delivery.Pending) delivery.Outcome {
 	if p.ID == ([16]byte{}) {
 		return delivery.Reject(delivery.ErrNoID)
@@ -162,16 +168,14 @@ type ticket struct {
 func answer(resp httpcall.Response) delivery.Outcome {
 	var a sendAnswer
 	parsed := json.Unmarshal(resp.Body, &a) == nil
+	refused := parsed && len(a.Errors) > 0 // the request's errors, in Expo's shape
 	code := resp.StatusCode
 	switch {
-	case code >= 400 && code < 500, code >= 200 && code < 300 && parsed && len(a.Errors) > 0 && len(a.Data) == 0:
-		e := &APIError{StatusCode: code}
-		if parsed && len(a.Errors) > 0 {
-			e.Code = httpcall.SafeCode(a.Errors[0].Code)
-		}
-		return decide(e)
+	case code >= 400 && code < 500 && refused, code >= 200 && code < 300 && refused && len(a.Data) == 0:
+		return decide(&APIError{StatusCode: code, Code: httpcall.SafeCode(a.Errors[0].Code)})
 	case code < 200 || code >= 300:
-		return httpcall.Prefix("push", delivery.Retry(&httpcall.StatusError{StatusCode: code}))
+		after := httpcall.RetryAfter(resp.Header, time.Now())
+		return httpcall.Prefix("push", delivery.RetryAfter(&httpcall.StatusError{StatusCode: code}, after))
 	case !parsed:
 		return delivery.Retry(ErrUnreadableAnswer)
 	}
@@ -212,8 +216,12 @@ func oneTicket(data json.RawMessage) (ticket, bool) {
 
 // decide is Retry or Reject for e.
 func decide(e *APIError) delivery.Outcome {
-	if e.retry() {
+	switch {
+	case e.retry():
 		return delivery.Retry(e)
+	case e.Ticket && e.Code == "DeviceNotRegistered":
+		return delivery.Reject(delivery.WithCode(delivery.CodeRecipientGone, e))
+	default:
+		return delivery.Reject(e)
 	}
-	return delivery.Reject(e)
 }

@@ -79,6 +79,20 @@ func TestDeliver(t *testing.T) {
 		}}, got[0].Messages)
 	})
 
+	// Expo's SDK takes a token's bare UUID form as well.
+	t.Run("UUIDFormToken", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		p := newPending("comment", commentData())
+		p.Recipient = "0F8FAD5B-d9cb-469f-a165-70867728950e"
+
+		outcome := b.pusher.Deliver(t.Context(), p)
+		require.Equal(t, delivery.KindDelivered, outcome.Kind(), "%v", outcome)
+		got := b.expo.Requests()
+		require.Len(t, got, 1)
+		require.Equal(t, p.Recipient, got[0].Messages[0].To)
+	})
+
 	t.Run("NoAccessToken", func(t *testing.T) {
 		t.Parallel()
 		expo := startExpo(t, "")
@@ -124,6 +138,9 @@ func TestDeliver(t *testing.T) {
 			"ExponentPushToken[xx]trailing",
 			"exponentpushtoken[xxxx]",
 			"SomethingPushToken[xxxx]",
+			"0f8fad5b-d9cb-469f-a165-70867728950",   // a digit short
+			"0f8fad5b-d9cb-469f-a165-70867728950e ", // a space after
+			"0f8fad5bd9cb469fa16570867728950e",      // no dashes
 			"+14155550100",
 			"ada@example.org",
 		} {
@@ -221,6 +238,7 @@ func TestDeliver(t *testing.T) {
 		apiErr, ok := errors.AsType[*push.APIError](outcome.Reason())
 		require.True(t, ok)
 		require.Equal(t, &push.APIError{StatusCode: 200, Ticket: true, Code: "DeviceNotRegistered"}, apiErr)
+		require.Equal(t, delivery.CodeRecipientGone, delivery.CodeOf(outcome.Reason()), "told apart from other rejects")
 		requireClean(t, outcome.Reason(), p, "registered push notification recipient")
 		require.Len(t, b.expo.Requests(), 1)
 	})
@@ -292,11 +310,20 @@ func TestDeliver(t *testing.T) {
 			reason: "push: expo refused the access token (403): FORBIDDEN",
 		},
 		{
+			// Not Expo's verdict on the push (a proxy's, say): kept.
 			name:   "NotJSON",
 			status: 400,
 			body:   "<html>bad request for ExponentPushToken[xxxxxxxxxxxxxxxxxxxxxx]</html>",
-			kind:   delivery.KindReject,
-			reason: "push: expo rejected the request (400)",
+			kind:   delivery.KindRetry,
+			reason: "push: provider answered 400 Bad Request",
+		},
+		{
+			// A Config.BaseURL with a wrong path: the operator's to fix.
+			name:   "NotFoundWithoutErrors",
+			status: 404,
+			body:   "404 page not found",
+			kind:   delivery.KindRetry,
+			reason: "push: provider answered 404 Not Found",
 		},
 		{
 			name:   "ErrorsOn200",
@@ -390,6 +417,18 @@ func TestDeliver(t *testing.T) {
 		require.Equal(t, 30*time.Second, outcome.After())
 		require.Equal(t, "push: provider answered 429 Too Many Requests", outcome.Reason().Error())
 		requireClean(t, outcome.Reason(), p)
+	})
+
+	t.Run("RequestTimeoutWithRetryAfter", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.expo.FailWith(http.StatusRequestTimeout, "<html>timed out</html>", "Retry-After", "45")
+		p := newPending("comment", commentData())
+
+		outcome := b.pusher.Deliver(t.Context(), p)
+		require.Equal(t, delivery.KindRetry, outcome.Kind(), "%v", outcome)
+		require.Equal(t, 45*time.Second, outcome.After())
+		require.Equal(t, "push: provider answered 408 Request Timeout", outcome.Reason().Error())
 	})
 
 	t.Run("UnavailableWithRetryAfterDate", func(t *testing.T) {
