@@ -62,36 +62,29 @@ func TestDeliver(t *testing.T) {
 		}}, r.Messages)
 	})
 
-	t.Run("ExpoPushTokenAndNoTitle", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
-		p := newPending("no-title", commentData())
-		p.Recipient = "ExpoPushToken[yyyyyyyyyyyyyyyyyyyyyy]"
+	// The other token forms, among them the bare UUID form Expo's SDK
+	// takes, and a template without a title.
+	for name, token := range map[string]string{
+		"ExpoPushTokenAndNoTitle": "ExpoPushToken[yyyyyyyyyyyyyyyyyyyyyy]",
+		"UUIDFormTokenAndNoTitle": "0F8FAD5B-d9cb-469f-a165-70867728950e",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			p := newPending("no-title", commentData())
+			p.Recipient = token
 
-		outcome := b.pusher.Deliver(t.Context(), p)
-		require.Equal(t, delivery.KindDelivered, outcome.Kind(), "%v", outcome)
-		got := b.expo.Requests()
-		require.Len(t, got, 1)
-		require.Equal(t, []expoMessage{{
-			To:   p.Recipient,
-			Body: "Ping " + dataSecret,
-			Data: map[string]any{"id": p.ID.String()},
-		}}, got[0].Messages)
-	})
-
-	// Expo's SDK takes a token's bare UUID form as well.
-	t.Run("UUIDFormToken", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
-		p := newPending("comment", commentData())
-		p.Recipient = "0F8FAD5B-d9cb-469f-a165-70867728950e"
-
-		outcome := b.pusher.Deliver(t.Context(), p)
-		require.Equal(t, delivery.KindDelivered, outcome.Kind(), "%v", outcome)
-		got := b.expo.Requests()
-		require.Len(t, got, 1)
-		require.Equal(t, p.Recipient, got[0].Messages[0].To)
-	})
+			outcome := b.pusher.Deliver(t.Context(), p)
+			require.Equal(t, delivery.KindDelivered, outcome.Kind(), "%v", outcome)
+			got := b.expo.Requests()
+			require.Len(t, got, 1)
+			require.Equal(t, []expoMessage{{
+				To:   p.Recipient,
+				Body: "Ping " + dataSecret,
+				Data: map[string]any{"id": p.ID.String()},
+			}}, got[0].Messages)
+		})
+	}
 
 	t.Run("NoAccessToken", func(t *testing.T) {
 		t.Parallel()
