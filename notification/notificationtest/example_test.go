@@ -38,7 +38,7 @@ func Example() {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer db.Close()
+		t.Cleanup(func() { _ = db.Close() })     // after Schema's drop, which is registered later
 		schema := notificationtest.Schema(t, db) // a fresh schema with the library's tables
 		notes, err := notification.NewClient(db, &notification.ClientConfig{Schema: schema})
 		if err != nil {

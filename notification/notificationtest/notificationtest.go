@@ -32,6 +32,7 @@ import (
 
 	"github.com/tidings-go/tidings"
 	"github.com/tidings-go/tidings/internal/ident"
+	"github.com/tidings-go/tidings/internal/pgarray"
 	"github.com/tidings-go/tidings/notification"
 )
 
@@ -44,7 +45,8 @@ type Staged struct {
 	Template  string
 	Data      map[string]any // as JSON gives it back: numbers are float64
 	// NotBefore is when the request is due: its Request.NotBefore, or the
-	// staging time when it had none.
+	// staging time when it had none. It is read from the outbox row, so a
+	// relay that claims or retries the request moves it.
 	NotBefore     time.Time
 	StagedAt      time.Time
 	CorrelationID string
@@ -109,12 +111,15 @@ func (w Want) String() string {
 type Recorder struct {
 	db     *sql.DB
 	schema string
-	since  time.Time // the database clock when the recorder was made
+	before any // the ids of the requests committed when the recorder was made, an array
 }
 
 // New returns a Recorder of the requests staged into schema ("" means the
-// default) from now on, read through db. It fails the test when the
-// schema's outbox cannot be read.
+// default) from now on, read through db: every request committed after
+// New, even by a transaction that began before it. New reads the ids of
+// the requests already there, so give a test a schema of its own
+// (Schema) rather than a busy one. It fails the test when the schema's
+// outbox cannot be read.
 func New(tb testing.TB, db *sql.DB, schema string) *Recorder {
 	tb.Helper()
 	if schema == "" {
@@ -123,19 +128,32 @@ func New(tb testing.TB, db *sql.DB, schema string) *Recorder {
 	if err := ident.CheckSchema("schema", schema); err != nil {
 		tb.Fatalf("notificationtest: %v", err)
 	}
-	r := &Recorder{db: db, schema: schema}
-	if err := db.QueryRowContext(context.Background(), `SELECT clock_timestamp()`).Scan(&r.since); err != nil {
-		tb.Fatalf("notificationtest: read the database clock: %v", err)
+	rows, err := db.QueryContext(context.Background(), `SELECT id::text FROM `+ident.Quote(schema)+`.outbox WHERE kind = $1`,
+		notification.Kind)
+	if err != nil {
+		tb.Fatalf("notificationtest: read the outbox: %v", err)
 	}
-	return r
+	defer rows.Close()
+	ids := []string{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			tb.Fatalf("notificationtest: read the outbox: %v", err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		tb.Fatalf("notificationtest: read the outbox: %v", err)
+	}
+	return &Recorder{db: db, schema: schema, before: pgarray.Of(ids)}
 }
 
 // All returns every request staged since r was made, in staging order.
 func (r *Recorder) All(tb testing.TB) []Staged {
 	tb.Helper()
 	rows, err := r.db.QueryContext(context.Background(), `SELECT id, module, payload, available_at, created_at, correlation_id
-		FROM `+ident.Quote(r.schema)+`.outbox WHERE kind = $1 AND created_at >= $2 ORDER BY created_at, id`,
-		notification.Kind, r.since)
+		FROM `+ident.Quote(r.schema)+`.outbox WHERE kind = $1 AND NOT id = ANY ($2::uuid[]) ORDER BY created_at, id`,
+		notification.Kind, r.before)
 	if err != nil {
 		tb.Fatalf("notificationtest: read the outbox: %v", err)
 	}
@@ -233,7 +251,9 @@ var schemas atomic.Int64
 
 // Schema creates a fresh schema with every table of the library
 // (tidings.Migrate) through db, which must be allowed to create schemas,
-// and drops it when the test ends; it returns the schema's name. Stage
+// and drops it when the test ends (so db must stay open until then: close
+// it in a Cleanup registered before Schema, not with defer); it returns
+// the schema's name. Stage
 // into it with a notification.Client of that schema.
 func Schema(tb testing.TB, db *sql.DB) string {
 	tb.Helper()

@@ -59,8 +59,18 @@ func TestRecorder(t *testing.T) {
 	// Staged before the recorder: not its business.
 	_, err = client.Stage(t.Context(), db, "bookings", notification.Request{Channel: "mail", Recipient: "old@example.com"})
 	require.NoError(t, err)
+	// A transaction that began before the recorder and commits after it
+	// staged after it.
+	early, err := db.BeginTx(t.Context(), nil)
+	require.NoError(t, err)
+	_, err = early.ExecContext(t.Context(), `SELECT 1`) // begun for the server too: now() is fixed
+	require.NoError(t, err)
 	staged := notificationtest.New(t, db, schema)
 	staged.RequireNone(t, notificationtest.Want{})
+	_, err = client.Stage(t.Context(), early, "bookings", notification.Request{Channel: "in_app", Recipient: "user-7"})
+	require.NoError(t, err)
+	require.NoError(t, early.Commit())
+	staged.Require(t, notificationtest.Want{Channel: "in_app"})
 
 	// The code under test: a committed write, and a rolled-back one.
 	later := time.Now().Add(time.Hour).Truncate(time.Microsecond)
@@ -87,7 +97,7 @@ func TestRecorder(t *testing.T) {
 	reminder := staged.Require(t, notificationtest.Want{Template: "reminder"})
 	require.True(t, reminder.NotBefore.Equal(later), "scheduled %s, want %s", reminder.NotBefore, later)
 	staged.RequireNone(t, notificationtest.Want{Channel: "sms"}) // rolled back
-	require.Len(t, staged.All(t), 3)
+	require.Len(t, staged.All(t), 4)
 
 	// The checks fail when the staging is not what they want, and say what
 	// was staged.
@@ -99,6 +109,6 @@ func TestRecorder(t *testing.T) {
 	})
 	require.Contains(t, msg, "have 0")
 	msg = fails(t, func(tb testing.TB) { staged.RequireNone(tb, notificationtest.Want{}) })
-	require.Contains(t, msg, "want no staged request of any request, have 3")
+	require.Contains(t, msg, "want no staged request of any request, have 4")
 	require.Empty(t, fails(t, func(tb testing.TB) { staged.RequireNone(tb, notificationtest.Want{Channel: "sms"}) }))
 }
