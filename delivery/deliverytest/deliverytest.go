@@ -3,7 +3,6 @@ package deliverytest
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -42,7 +41,10 @@ type Subject struct {
 	// Pending returns a request the provider accepts (a fresh ID each
 	// call). Its Recipient, and each of Secrets, must be at least 4 bytes
 	// long, so that the suite can look for them in reasons without
-	// tripping on innocent text.
+	// tripping on innocent text. Its Data must encode as JSON: the suite
+	// hands the module Data as JSON decodes it, as the dispatcher does, so
+	// every string in it, at any depth and of any named type, is one the
+	// suite looks for.
 	Pending func() delivery.Pending
 
 	// Keys returns the idempotency keys the provider received so far, in
@@ -240,6 +242,12 @@ func pending(t tb, s Subject) delivery.Pending {
 	for i, secret := range s.Secrets {
 		require.GreaterOrEqual(t, len(secret), minSearched, "Subject.Secrets[%d] must be at least %d bytes long", i, minSearched)
 	}
+	if p.Data != nil {
+		b, err := json.Marshal(p.Data)
+		require.NoError(t, err, "Subject.Pending's Data does not encode as JSON")
+		p.Data = nil
+		require.NoError(t, json.Unmarshal(b, &p.Data), "Subject.Pending's Data does not decode from JSON")
+	}
 	return p
 }
 
@@ -279,7 +287,7 @@ func checkOutcome(t tb, s Subject, p delivery.Pending, out delivery.Outcome) {
 }
 
 // dataStrings returns the strings among data's values, nested maps and
-// slices included, sorted.
+// slices included, sorted. data is as JSON decodes it (see pending).
 func dataStrings(data map[string]any) []string {
 	var out []string
 	var walk func(v any)
@@ -287,8 +295,6 @@ func dataStrings(data map[string]any) []string {
 		switch v := v.(type) {
 		case string:
 			out = append(out, v)
-		case []string:
-			out = append(out, v...)
 		case []any:
 			for _, e := range v {
 				walk(e)
@@ -297,12 +303,6 @@ func dataStrings(data map[string]any) []string {
 			for _, e := range v {
 				walk(e)
 			}
-		case map[string]string:
-			for _, e := range v {
-				out = append(out, e)
-			}
-		case fmt.Stringer:
-			out = append(out, v.String())
 		}
 	}
 	walk(data)

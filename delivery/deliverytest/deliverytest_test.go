@@ -65,6 +65,8 @@ func TestSuiteCatchesFaults(t *testing.T) {
 				"the reason names the recipient",
 				"the reason holds Subject.Secrets[0]",
 				"the reason holds the template data value \"Ada Lovelace\"",
+				"the reason holds the template data value \"SKU-4711-X\"",
+				"the reason holds the template data value \"Enchantress\"",
 			},
 		},
 		{
@@ -300,6 +302,9 @@ func (in *inbox) keys() []string {
 	return append([]string(nil), in.rows...)
 }
 
+// nickname is a named string type, as an application's data may hold.
+type nickname string
+
 func newPending() delivery.Pending {
 	return delivery.Pending{
 		ID:        uuid.Must(uuid.NewV7()),
@@ -311,6 +316,9 @@ func newPending() delivery.Pending {
 			"code":    "738291",
 			"address": map[string]any{"city": "London"},
 			"tags":    []any{"analytical-engine"},
+			// Shapes JSON does not give back: the suite looks in them too.
+			"items":    []map[string]any{{"sku": "SKU-4711-X"}},
+			"nickname": nickname("Enchantress"),
 		},
 		Attempt:  1,
 		StagedAt: time.Now(),
