@@ -97,17 +97,25 @@ var errHang = errors.New("recording: a scripted hang")
 // cancellation can be tested.
 func Hang() delivery.Outcome { return delivery.Retry(errHang) }
 
-// Deliver records p, with shallow copies of p.Data and p.Secrets so that a
-// later change by the caller does not change the record, and then answers
-// with the next outcome of the most specific matching script that is not
-// empty, or [delivery.Delivered] when every matching script has run out.
-// The request is recorded before it is answered, so a Wait that returns
-// has seen it.
+// Deliver records p, with copies of p.Data and p.Secrets so that a later
+// change by the caller does not change the record (Data's maps and slices
+// as JSON decodes them, map[string]any and []any, are copied at every
+// depth; values of other types are shared), and then answers with the
+// next outcome of the most specific matching script that is not empty,
+// or [delivery.Delivered] when every matching script has run out. The
+// request is recorded before it is answered, so a Wait that returns has
+// seen it.
 //
-// Deliver answers at once unless SetLatency or a scripted Hang says
-// otherwise; then it honours ctx. A scripted zero [delivery.Outcome] is
-// answered as it is, for testing how a dispatcher treats an invalid answer.
+// As a provider's module would, Deliver sends nothing on a context that
+// has already ended: it answers Retry with the context's cause, and
+// neither records p nor uses a script's outcome. Otherwise it answers at
+// once unless SetLatency or a scripted Hang says otherwise; then it
+// honours ctx. A scripted zero [delivery.Outcome] is answered as it is,
+// for testing how a dispatcher treats an invalid answer.
 func (d *Delivery) Deliver(ctx context.Context, p delivery.Pending) delivery.Outcome {
+	if ctx.Err() != nil {
+		return delivery.Retry(fmt.Errorf("recording: %w", context.Cause(ctx)))
+	}
 	outcome, latency := d.record(p)
 	var wait <-chan time.Time
 	switch {
@@ -130,7 +138,7 @@ func (d *Delivery) Deliver(ctx context.Context, p delivery.Pending) delivery.Out
 
 // record records p and returns its scripted answer and the latency.
 func (d *Delivery) record(p delivery.Pending) (delivery.Outcome, time.Duration) {
-	p.Data, p.Secrets = maps.Clone(p.Data), maps.Clone(p.Secrets)
+	p = clone(p)
 
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -170,8 +178,9 @@ func pop(scripts map[string][]delivery.Outcome, key string) (delivery.Outcome, b
 }
 
 // Requests returns a copy of every request recorded so far, in the order
-// they arrived. Changing the result, including its Data and Secrets maps,
-// does not change the record.
+// they arrived. Changing the result, including its Data and Secrets maps
+// (and the maps and slices in Data, as Deliver copied them), does not
+// change the record.
 func (d *Delivery) Requests() []delivery.Pending {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -230,14 +239,44 @@ func (d *Delivery) Count(id uuid.UUID) int {
 	return count
 }
 
-// clonePending copies requests and the Data and Secrets maps of each.
+// clonePending copies requests, each as clone does.
 func clonePending(requests []delivery.Pending) []delivery.Pending {
 	out := make([]delivery.Pending, len(requests))
 	for i, p := range requests {
-		p.Data, p.Secrets = maps.Clone(p.Data), maps.Clone(p.Secrets)
-		out[i] = p
+		out[i] = clone(p)
 	}
 	return out
+}
+
+// clone returns p with its own Secrets and Data: Data's map[string]any and
+// []any values copied at every depth.
+func clone(p delivery.Pending) delivery.Pending {
+	p.Secrets = maps.Clone(p.Secrets)
+	if p.Data != nil {
+		p.Data = cloneValue(p.Data).(map[string]any)
+	}
+	return p
+}
+
+// cloneValue copies v if it is a map[string]any or an []any, with its
+// values; any other value is returned as it is.
+func cloneValue(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			out[k] = cloneValue(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = cloneValue(e)
+		}
+		return out
+	default:
+		return v
+	}
 }
 
 var _ delivery.Delivery = (*Delivery)(nil)

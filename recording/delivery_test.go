@@ -233,6 +233,31 @@ func TestDeliveryRecord(t *testing.T) {
 		require.Equal(t, map[string]string{"code": "123456"}, rec.Requests()[0].Secrets)
 	})
 
+	// The maps and slices in Data, as JSON decodes them, are the record's
+	// own: neither the caller's later change nor one through Requests'
+	// result reaches it.
+	t.Run("NestedDataCopied", func(t *testing.T) {
+		t.Parallel()
+
+		rec, bundle := setup(t)
+		address := map[string]any{"city": "London"}
+		items := []any{map[string]any{"sku": "A-1"}}
+		p := pending("mail", "a")
+		p.Data = map[string]any{"address": address, "items": items}
+		rec.Deliver(bundle.ctx, p)
+
+		address["city"] = "changed by the caller"
+		items[0].(map[string]any)["sku"] = "changed by the caller"
+		got := rec.Requests()
+		got[0].Data["address"].(map[string]any)["city"] = "changed through Requests"
+		got[0].Data["items"].([]any)[0] = "changed through Requests"
+
+		require.Equal(t, map[string]any{
+			"address": map[string]any{"city": "London"},
+			"items":   []any{map[string]any{"sku": "A-1"}},
+		}, rec.Requests()[0].Data)
+	})
+
 	t.Run("NilDataStaysNil", func(t *testing.T) {
 		t.Parallel()
 
@@ -419,6 +444,21 @@ func TestDeliveryLatencyAndHang(t *testing.T) {
 		require.Equal(t, delivery.KindRetry, out.Kind())
 		require.ErrorIs(t, out.Reason(), context.DeadlineExceeded)
 		require.Equal(t, 1, d.Len(), "recorded all the same")
+	})
+
+	// A call on a context that has already ended sends nothing: Retry, not
+	// recorded, and the script is left for the next call.
+	t.Run("EndedContextSendsNothing", func(t *testing.T) {
+		t.Parallel()
+		d := recording.New()
+		d.Script(delivery.Reject(errBounced))
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		out := d.Deliver(ctx, pending("mail", "a"))
+		require.Equal(t, delivery.KindRetry, out.Kind(), "%v", out)
+		require.ErrorIs(t, out.Reason(), context.Canceled)
+		require.Zero(t, d.Len(), "nothing recorded")
+		require.Equal(t, delivery.KindReject, d.Deliver(t.Context(), pending("mail", "a")).Kind(), "the script is still there")
 	})
 
 	t.Run("HangAnswersOnlyWhenTheContextEnds", func(t *testing.T) {
