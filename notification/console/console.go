@@ -8,8 +8,13 @@ import (
 	"html/template"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"net/http"
+	"net/url"
 	"regexp"
+	"slices"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/tidings-go/tidings/notification"
 )
@@ -183,9 +188,40 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("X-Content-Type-Options", "nosniff")
 	hd.Set("Referrer-Policy", "no-referrer")
 	hd.Set("Cache-Control", "no-store")
+	if name, bad := notText(r.URL.Query()); bad {
+		h.fail(w, r, http.StatusBadRequest, notTextMessage(name))
+		return
+	}
 	r2 := r.Clone(r.Context())
 	r2.URL.Path, r2.URL.RawPath = rest, ""
 	h.mux.ServeHTTP(w, r2)
+}
+
+// paramName is a parameter name a page may repeat in its answer.
+var paramName = regexp.MustCompile(`^[a-z_]{1,32}$`)
+
+// notText returns the name of the first parameter of v, in name order,
+// with a value the database cannot take as text: a NUL byte, or invalid
+// UTF-8. A filter such as a code holding one would otherwise fail its
+// statement and be logged as a database failure.
+func notText(v url.Values) (name string, bad bool) {
+	for _, k := range slices.Sorted(maps.Keys(v)) {
+		for _, s := range v[k] {
+			if strings.IndexByte(s, 0) >= 0 || !utf8.ValidString(s) {
+				return k, true
+			}
+		}
+	}
+	return "", false
+}
+
+// notTextMessage is the page's text for a parameter notText found: it
+// names the parameter when its name is one a page could have sent.
+func notTextMessage(name string) string {
+	if !paramName.MatchString(name) {
+		name = "?"
+	}
+	return `The parameter "` + name + `" is not text: it holds a NUL byte or invalid UTF-8.`
 }
 
 // cutBase returns path without base, and whether path is base or below it.

@@ -337,6 +337,41 @@ func TestHostileValuesAreEscaped(t *testing.T) {
 	}
 }
 
+// TestOddParametersAreBadRequests sends parameters PostgreSQL cannot take
+// (a NUL, invalid UTF-8) and times it would refuse as they are (an offset
+// beyond ±15:59): the first are a 400 that names the parameter, the others
+// are read in UTC; none is a database failure.
+func TestOddParametersAreBadRequests(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.run(t)
+	b.dead(t, t.Context()) // so that the list has its forms
+	var logs logbuf.Buffer
+	s := b.serve(t, &console.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	for _, tc := range []struct{ path, param string }{
+		{"/search?q=a%00b", "q"},
+		{"/search?q=booking&correlation=%FF", "correlation"},
+		{"/dead/list?code=provider.%00rejected", "code"},
+		{"/dead/list?module=%C3", "module"},
+		{"/dead/list?channel=mail%00", "channel"},
+		{"/suppressions?channel=%00", "channel"},
+	} {
+		page := s.get(t, tc.path, http.StatusBadRequest)
+		require.Contains(t, page, "The parameter &#34;"+tc.param+"&#34; is not text", tc.path)
+	}
+	far := "2026-01-02T03:04:05-23:59"
+	s.get(t, "/dead/list?after="+url.QueryEscape(far+"_"+uuid.NewString()), http.StatusOK)
+
+	list := "/dead/list?code=recipient.invalid"
+	resp := s.post(t, "/dead/reemit", url.Values{"csrf": {s.token(t, list)}, "scope": {"group"},
+		"code": {"recipient.invalid\x00"}, "until": {far}}, nil)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, "a form's field too")
+	resp = s.post(t, "/dead/reemit", url.Values{"csrf": {s.token(t, list)}, "scope": {"group"},
+		"code": {"recipient.invalid"}, "until": {far}}, nil)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	require.NotContains(t, logs.String(), "database failed")
+}
+
 // TestDatabaseErrorsAreLoggedNotShown reads a schema the role cannot
 // see: the page says where to look, and only the log says what failed.
 func TestDatabaseErrorsAreLoggedNotShown(t *testing.T) {

@@ -118,6 +118,10 @@ func (h *handler) guarded(next http.HandlerFunc) http.HandlerFunc {
 				"This change was refused: it came from another site, or its form is stale. Reload the page and try again.")
 			return
 		}
+		if name, bad := notText(r.PostForm); bad {
+			h.fail(w, r, http.StatusBadRequest, notTextMessage(name))
+			return
+		}
 		next(w, r)
 	}
 }

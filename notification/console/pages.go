@@ -133,6 +133,7 @@ func parseAfter(s string) (*notification.Dead, error) {
 	if d.FailedAt, err = time.Parse(time.RFC3339Nano, at); err != nil {
 		return nil, err
 	}
+	d.FailedAt = d.FailedAt.UTC() // PostgreSQL takes offsets up to ±15:59 only
 	if d.ID, err = uuid.Parse(id); err != nil {
 		return nil, err
 	}
@@ -214,7 +215,7 @@ func (h *handler) reemitDead(w http.ResponseWriter, r *http.Request) {
 			h.fail(w, r, http.StatusBadRequest, `The field "until" is not a time.`)
 			return
 		}
-		f.Until = until
+		f.Until = until.UTC() // PostgreSQL takes offsets up to ±15:59 only
 	default:
 		h.fail(w, r, http.StatusBadRequest, `The field "scope" is neither "selected" nor "group".`)
 		return
