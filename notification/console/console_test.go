@@ -25,6 +25,7 @@ import (
 	"github.com/tidings-go/tidings/internal/testwait"
 	"github.com/tidings-go/tidings/notification"
 	"github.com/tidings-go/tidings/notification/console"
+	"github.com/tidings-go/tidings/recording"
 	"github.com/tidings-go/tidings/relay"
 )
 
@@ -335,6 +336,29 @@ func TestHostileValuesAreEscaped(t *testing.T) {
 		require.Contains(t, pages["/requests/"+id.String()], "&lt;script&gt;alert(&#34;reason&#34;)&lt;/script&gt;")
 		require.Contains(t, pages["/dead/list?code=provider.rejected"], "&lt;/td&gt;&lt;script&gt;alert(&#34;template&#34;)")
 	}
+}
+
+// TestInFlight shows a request a delivery holds: handed, so not "not
+// tried yet", and counted as scheduled, as the overview says.
+func TestInFlight(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.delivery.ScriptRecipient("ada@example.com", recording.Hang())
+	b.run(t)
+	id := b.stage(t, t.Context(), notification.Request{Channel: "mail", Recipient: "ada@example.com", Template: "welcome"})[0]
+	ctx, cancel := context.WithTimeout(t.Context(), testwait.Within)
+	defer cancel()
+	_, err := b.delivery.Wait(ctx, 1)
+	require.NoError(t, err, "waited for the delivery to be called")
+
+	s := b.serve(t, nil)
+	page := s.get(t, "/requests/"+id.String(), http.StatusOK)
+	require.Contains(t, page, "<dt>Hands</dt><dd>1")
+	require.NotContains(t, page, "not tried yet", "a delivery holds it")
+	st, err := b.client.Stats(t.Context(), module)
+	require.NoError(t, err)
+	require.Equal(t, []int64{0, 1}, []int64{st.Lanes[0].Due, st.Lanes[0].Scheduled})
+	require.Contains(t, s.get(t, "/", http.StatusOK), "Scheduled those that come due later, those waiting for a retry, and those in flight")
 }
 
 // TestOddParametersAreBadRequests sends parameters PostgreSQL cannot take

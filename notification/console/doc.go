@@ -22,8 +22,9 @@
 // What it protects:
 //
 //   - Recipients are personal data: a page shows each masked
-//     (a***@example.com, +1415*****00) unless Options.ShowRecipients says
-//     otherwise. The timelines hold no recipient.
+//     (a***@example.com, +1415*****00, https://hooks.example.com/***)
+//     unless Options.ShowRecipients says otherwise. The timelines hold
+//     no recipient.
 //   - Every change is a POST checked twice against cross-site forgery:
 //     http.CrossOriginProtection (Sec-Fetch-Site, or Origin against Host)
 //     and a double-submit token, an HMAC of a random cookie compared in

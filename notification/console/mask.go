@@ -1,18 +1,24 @@
 package console
 
 import (
+	"net/url"
 	"strings"
 	"unicode/utf8"
 )
 
 // mask hides most of a recipient, keeping what lets an operator tell two
-// apart without reading either: an address's first character and its
-// domain (a***@example.com), a phone number's country and area code and
-// its last two digits (+1415*****00, one star a digit), and the first
-// three and last two characters of anything else (a push token, a user
-// id), or nothing of it when it has fewer than ten.
+// apart without reading either: a URL's scheme and host
+// (https://hooks.example.com/***; its user info, path and query can hold
+// credentials), an address's first character and its domain
+// (a***@example.com), a phone number's country and area code and its last
+// two digits (+1415*****00, one star a digit), and the first three and
+// last two characters of anything else (a push token, a user id), or
+// nothing of it when it has fewer than ten.
 func mask(recipient string) string {
-	if local, domain, ok := cutLast(recipient, "@"); ok {
+	if u, err := url.Parse(recipient); err == nil && strings.Contains(recipient, "://") && u.Host != "" {
+		return u.Scheme + "://" + u.Host + "/***"
+	}
+	if local, domain, ok := cutLast(recipient, "@"); ok && !strings.ContainsAny(domain, "/?#&=:; ") {
 		first, _ := utf8.DecodeRuneInString(local)
 		if local == "" {
 			return "***@" + domain

@@ -20,7 +20,13 @@ func TestMask(t *testing.T) {
 		"555010":                        "***",
 		"ExponentPushToken[ada-device]": "Exp***e]",
 		"user-7":                        "***",
-		"":                              "***",
+		// A webhook's endpoint: its user info, path and query may hold
+		// credentials, even after an @.
+		"https://ops:tok3n@hooks.example.com/services/T0/B0/SECRETXYZ":    "https://hooks.example.com/***",
+		"https://hooks.example.com/in?email=ada@example.com&token=s3cr3t": "https://hooks.example.com/***",
+		"http://127.0.0.1:8080/hook":                                      "http://127.0.0.1:8080/***",
+		"see ada@example.com/path?token=s3cr3t":                           "see***3t",
+		"":                                                                "***",
 	} {
 		require.Equal(t, want, mask(in), "mask(%q)", in)
 	}
