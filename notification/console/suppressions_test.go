@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"fmt"
 	"html"
 	"net/http"
 	"net/url"
@@ -78,4 +79,27 @@ func TestSuppressionsPage(t *testing.T) {
 	left, err = b.client.Suppressions(t.Context(), nil)
 	require.NoError(t, err)
 	require.Len(t, left, 1, "nothing lifted read-only")
+}
+
+// A page holds SuppressionsLimitMax rows at most; it says how to reach the
+// others, and asks for a channel only when none is chosen.
+func TestSuppressionsPageFull(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	tx, err := b.db.BeginTx(t.Context(), nil)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback() }()
+	for i := range notification.SuppressionsLimitMax + 1 {
+		s := notification.Suppression{Channel: "mail", Address: fmt.Sprintf("u%05d@example.com", i)}
+		require.NoError(t, b.client.Suppress(t.Context(), tx, s))
+	}
+	require.NoError(t, tx.Commit())
+
+	s := b.serve(t, nil)
+	page := html.UnescapeString(s.get(t, "/suppressions?channel=mail", http.StatusOK))
+	require.Contains(t, page, "The first 1000 only.")
+	require.NotContains(t, page, "choose a channel", "one is chosen")
+	require.Contains(t, page, "tidings suppressions --channel mail --show-addresses --after ROW")
+	page = html.UnescapeString(s.get(t, "/suppressions", http.StatusOK))
+	require.Contains(t, page, "The first 1000 only: choose a channel to see others.")
 }
