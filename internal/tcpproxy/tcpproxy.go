@@ -336,7 +336,8 @@ func (p *Proxy) serve(client net.Conn) {
 	}
 	l := &link{client: client, server: server, done: make(chan struct{})}
 	p.mu.Lock()
-	if p.closed {
+	if p.closed || p.refuse {
+		// Refuse may have cut the open links while this one was dialling.
 		p.mu.Unlock()
 		l.cut()
 		return
@@ -547,8 +548,8 @@ func (w *forwarder) messages(r *bufio.Reader) {
 	}
 	fire := func(t *trap, after bool) {
 		if !after {
-			close(t.fired)
 			w.l.cut()
+			close(t.fired) // once the client is cut, as CutOnQuery says
 			return
 		}
 		w.l.trap = t

@@ -3,8 +3,11 @@ package tcpproxy_test
 import (
 	"context"
 	"database/sql"
+	"io"
+	"net"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -246,5 +249,44 @@ func TestQuery(t *testing.T) {
 	}
 	for _, q := range []string{"COMMIT PREPARED 'x'", "ROLLBACK", "", "SELECT 'COMMIT'"} {
 		require.False(t, m(q), q)
+	}
+}
+
+// TestRefuseClosesConnectionsStillDialling refuses while connections are
+// being set up: each one is closed, including one whose dial to the
+// target was under way when Refuse cut the open ones. The race is
+// narrow, so the test tries many times; with Refuse right, every try
+// passes.
+func TestRefuseClosesConnectionsStillDialling(t *testing.T) {
+	t.Parallel()
+	target, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var held sync.WaitGroup // the accepting goroutine and each connection's
+	t.Cleanup(held.Wait)    // after the listener's close, below
+	t.Cleanup(func() { _ = target.Close() })
+	held.Go(func() {
+		for {
+			c, err := target.Accept()
+			if err != nil {
+				return
+			}
+			// Held open: only the proxy's cut ends the client's connection.
+			held.Go(func() {
+				_, _ = io.Copy(io.Discard, c)
+				_ = c.Close()
+			})
+		}
+	})
+	proxy := tcpproxy.Start(t, target.Addr().String())
+	for i := range 200 {
+		c, err := net.Dial("tcp", proxy.Addr())
+		require.NoError(t, err)
+		time.Sleep(time.Duration(i%5) * 50 * time.Microsecond) // where in the dial Refuse lands, not a wait
+		proxy.Refuse(true)
+		require.NoError(t, c.SetReadDeadline(time.Now().Add(5*time.Second)))
+		_, err = c.Read(make([]byte, 1))
+		_ = c.Close()
+		require.ErrorIs(t, err, io.EOF, "try %d: a connection made before Refuse is closed", i)
+		proxy.Refuse(false)
 	}
 }
