@@ -397,3 +397,76 @@ func (b testBundle) checkLedger(t *testing.T) *ledger.Report {
 	require.True(t, r.OK(), "the ledger does not hold:\n%s", r)
 	return r
 }
+
+// watchedListener is a relay.Listener that keeps what its listener tells
+// the relay: whether LISTEN is in effect, and how many of the module's
+// notifications it passed on. A relay recovers from a lost session by
+// sweeping every relay.ListenDownSweep, so draining proves nothing about
+// the session; these do.
+type watchedListener struct {
+	relay.Listener
+	mu        sync.Mutex
+	listening bool // a Listening with no Lost after it
+	notified  int  // the module's notifications passed on
+}
+
+// watch wraps l.
+func watch(l relay.Listener) *watchedListener { return &watchedListener{Listener: l} }
+
+// Listen listens through the wrapped listener, keeping what it tells h.
+func (w *watchedListener) Listen(ctx context.Context, name string, h relay.ListenHandler) {
+	w.Listener.Listen(ctx, name, watchedHandler{w: w, h: h})
+}
+
+// state returns whether LISTEN is in effect and the notifications so far.
+func (w *watchedListener) state() (listening bool, notified int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.listening, w.notified
+}
+
+type watchedHandler struct {
+	w *watchedListener
+	h relay.ListenHandler
+}
+
+func (x watchedHandler) Listening() {
+	x.w.mu.Lock()
+	x.w.listening = true
+	x.w.mu.Unlock()
+	x.h.Listening()
+}
+
+func (x watchedHandler) Notified(payload string) {
+	if payload == module {
+		x.w.mu.Lock()
+		x.w.notified++
+		x.w.mu.Unlock()
+	}
+	x.h.Notified(payload)
+}
+
+func (x watchedHandler) Lost(err error) {
+	x.w.mu.Lock()
+	x.w.listening = false
+	x.w.mu.Unlock()
+	x.h.Lost(err)
+}
+
+// probeListen checks that the relay's LISTEN session is back and passes
+// notifications on: it waits until LISTEN is in effect, stages a probe,
+// and requires its notification to reach the relay and the probe to be
+// processed.
+func (b testBundle) probeListen(t *testing.T, w *watchedListener) {
+	t.Helper()
+	waitFor(t, 10*time.Second, func() bool { listening, _ := w.state(); return listening },
+		func() string { return "LISTEN to take effect again" })
+	_, before := w.state()
+	start := time.Now()
+	_, err := b.stage(t.Context(), 10)
+	require.NoError(t, err)
+	waitFor(t, 10*time.Second, func() bool { _, n := w.state(); return n > before },
+		func() string { return "the probe's notification to reach the relay" })
+	b.waitProcessed(t, 10*time.Second)
+	t.Logf("a probe was notified and processed in %s", time.Since(start).Round(time.Millisecond))
+}

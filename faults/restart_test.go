@@ -21,9 +21,11 @@ func TestImmediateStopAndStart(t *testing.T) {
 
 func testImmediateStopAndStart(t *testing.T, _ drivertest.Driver) {
 	b := setupCluster(t)
-	cfg := relayConfig(b.schema, drivertest.For(t), drivertest.For(t).Listener(t, b.dsn(t, appListen)))
+	listener := watch(drivertest.For(t).Listener(t, b.dsn(t, appListen)))
+	cfg := relayConfig(b.schema, drivertest.For(t), listener)
 	// Longer than every wait below: recovery must come from the relay
-	// reconnecting, not from its safety net.
+	// reconnecting, not from its safety net. While LISTEN is away the
+	// relay sweeps every second, so the probe below checks the session.
 	cfg.SweepInterval = 5 * time.Minute
 	stopRelay := b.runRelay(t, cfg)
 
@@ -41,6 +43,7 @@ func testImmediateStopAndStart(t *testing.T, _ drivertest.Driver) {
 	start := time.Now()
 	b.waitProcessed(t, time.Minute)
 	t.Logf("everything staged was processed %s after staging resumed", time.Since(start).Round(time.Millisecond))
+	b.probeListen(t, listener)
 	stopRelay()
 	r := b.checkLedger(t)
 	require.GreaterOrEqual(t, r.Staged, before+after)

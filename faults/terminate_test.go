@@ -11,9 +11,10 @@ import (
 
 // Item 4 of the issue: pg_terminate_backend of every session of the relay,
 // its pool and its LISTEN session, five times a second for ten seconds
-// while events are staged. Afterwards the relay keeps up with the load
-// again, its LISTEN session is back and wakes it (the sweep is an hour
-// away), and nothing is lost or claimed twice.
+// while events are staged. Afterwards the relay drains everything staged
+// within a minute (its rate is logged, not judged: a loaded machine sets
+// it), its LISTEN session is back and its notifications wake the relay
+// (the sweep is an hour away), and nothing is lost or claimed twice.
 func TestTerminateBackendsUnderLoad(t *testing.T) {
 	t.Parallel()
 	drivertest.Run(t, testTerminateBackendsUnderLoad)
@@ -21,7 +22,8 @@ func TestTerminateBackendsUnderLoad(t *testing.T) {
 
 func testTerminateBackendsUnderLoad(t *testing.T, _ drivertest.Driver) {
 	b := setupCluster(t)
-	cfg := relayConfig(b.schema, drivertest.For(t), drivertest.For(t).Listener(t, b.dsn(t, appListen)))
+	listener := watch(drivertest.For(t).Listener(t, b.dsn(t, appListen)))
+	cfg := relayConfig(b.schema, drivertest.For(t), listener)
 	cfg.SweepInterval = time.Hour // only a wake-up (or the relay's own timers) finds new rows
 	stopRelay := b.runRelay(t, cfg)
 
@@ -77,15 +79,11 @@ func testTerminateBackendsUnderLoad(t *testing.T, _ drivertest.Driver) {
 		time.Since(stormEnd).Seconds()).Scan(&late))
 	t.Logf("events staged after the storm waited at most %.3f s to be processed", late)
 
-	// LISTEN is re-established: with nothing pending and the sweep an hour
-	// away, only a notification can wake the relay for a new event.
+	// LISTEN is re-established, one session, and its notifications reach
+	// the relay: the relay would drain by sweeping every second without it.
 	waitFor(t, 10*time.Second, func() bool { return b.sessions(t, appListen) == 1 },
 		func() string { return "the LISTEN session to come back" })
-	probeStart := time.Now()
-	_, err := b.stage(t.Context(), 10)
-	require.NoError(t, err)
-	b.waitProcessed(t, 10*time.Second)
-	t.Logf("a probe staged after the storm was processed in %s", time.Since(probeStart).Round(time.Millisecond))
+	b.probeListen(t, listener)
 
 	stopRelay()
 	r := b.checkLedger(t)
