@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,7 +18,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tidings-go/tidings/delivery"
+	"github.com/tidings-go/tidings/internal/logbuf"
 	"github.com/tidings-go/tidings/internal/pgtest"
+	"github.com/tidings-go/tidings/internal/testwait"
 	"github.com/tidings-go/tidings/notification"
 	"github.com/tidings-go/tidings/notification/feedback"
 	"github.com/tidings-go/tidings/relay"
@@ -32,7 +35,7 @@ func TestStatus(t *testing.T) {
 		r := w.tidings(t, nil, "status", w.delivered.String())
 		require.Equal(t, exitOK, r.code, r.errOut)
 		require.True(t, strings.HasPrefix(r.out, "request "), r.out)
-		require.Regexp(t, `state\s+processed at `, r.out)
+		require.Regexp(t, `state\s+processed \(delivered\) at `, r.out)
 		require.Regexp(t, `channel\s+mail`, r.out)
 		require.Regexp(t, `reference\s+msg-ada-1`, r.out)
 		require.Regexp(t, `correlation\s+`+correlation, r.out)
@@ -61,6 +64,25 @@ func TestStatus(t *testing.T) {
 		}
 		require.Equal(t, []string{"staged", "dead"}, events)
 		requireNoRecipient(t, r.out)
+	})
+
+	// A request a recipient rule ended is processed, and says how.
+	t.Run("SuppressedSaysSo", func(t *testing.T) {
+		t.Parallel()
+		require.NoError(t, w.client.Suppress(t.Context(), w.db, notification.Suppression{Channel: "mail", Address: "gone@example.com"}))
+		id, err := w.client.Stage(t.Context(), w.db, module, notification.Request{Channel: "mail", Recipient: "gone@example.com",
+			Template: "reminder"})
+		require.NoError(t, err)
+		w.wait(t, id)
+		r := w.tidings(t, nil, "status", id.String())
+		require.Equal(t, exitOK, r.code, r.errOut)
+		require.Regexp(t, `state\s+processed \(suppressed\) at `, r.out)
+		require.Regexp(t, `code\s+`+regexp.QuoteMeta(notification.CodeSuppressed), r.out)
+		r = w.tidings(t, nil, "status", "--json", id.String())
+		require.Equal(t, exitOK, r.code, r.errOut)
+		var st statusView
+		require.NoError(t, json.Unmarshal([]byte(r.out), &st))
+		require.Equal(t, string(notification.OutcomeSuppressed), st.Outcome)
 	})
 
 	t.Run("PendingShowsItsNextAttempt", func(t *testing.T) {
@@ -154,6 +176,26 @@ func TestDead(t *testing.T) {
 		r = w.tidings(t, nil, "dead", "--since", "yesterday")
 		require.Equal(t, exitUsage, r.code)
 		require.Contains(t, r.errOut, `"yesterday" is no time`)
+
+		// An offset PostgreSQL would refuse is read in UTC.
+		r = w.tidings(t, nil, "dead", "--since", "2020-01-01T00:00:00+16:00")
+		require.Equal(t, exitOK, r.code, r.errOut)
+		for _, tc := range []struct {
+			args []string
+			want string
+		}{
+			// The zero time, as an unset time.Time prints: it read as
+			// "now", so --until selected every dead request.
+			{[]string{"--until", "0001-01-01T00:00:00Z"}, "before 1970"},
+			{[]string{"--until", "0001-01-01"}, "before 1970"},
+			{[]string{"--code", "provider.\xff"}, "--code is not valid UTF-8"},
+			{[]string{"--channel", "sms\x00"}, "--channel holds a NUL"},
+			{[]string{"--limit", "10001"}, "want 1 to 10000"},
+		} {
+			r = w.tidings(t, nil, append([]string{"dead"}, tc.args...)...)
+			require.Equal(t, exitUsage, r.code, "%q: %s", tc.args, r.out)
+			require.Contains(t, r.errOut, tc.want, "%q", tc.args)
+		}
 	})
 
 	t.Run("Pages", func(t *testing.T) {
@@ -241,6 +283,29 @@ func TestReemit(t *testing.T) {
 
 		r = w.tidings(t, nil, "reemit", "--code", "template.unknown", "--yes")
 		require.Equal(t, exitNone, r.code)
+	})
+
+	// Ctrl-C at the question is no, at once: the signal ends the
+	// command's context, and nobody has to answer.
+	t.Run("InterruptedAtTheQuestion", func(t *testing.T) {
+		t.Parallel()
+		w := setup(t)
+		stdin, typist := io.Pipe() // a terminal nobody types at
+		defer typist.Close()
+		ctx, interrupt := context.WithCancel(t.Context())
+		var out, errOut logbuf.Buffer
+		done := make(chan int, 1)
+		go func() {
+			done <- run(ctx, []string{"reemit", "--code", delivery.CodeUnavailable, "--database", w.dsn, "--schema", w.schema},
+				func(string) string { return "" }, pipeTerminal{stdin}, &out, &errOut)
+		}()
+		asked := func() bool { return strings.Contains(errOut.String(), "[y/N]") }
+		if code, ended := waitUntil(t, asked, done, "the question"); ended {
+			t.Fatalf("reemit ended (%d) before it asked: %s", code, errOut.String())
+		}
+		interrupt()
+		require.Equal(t, exitDeclined, testwait.Recv(t, done, "the command to end after the interrupt"))
+		require.Equal(t, relay.StateDead, w.wait(t, w.outage).State, "nothing re-emitted")
 	})
 
 	t.Run("AskedAndConfirmedIsDelivered", func(t *testing.T) {

@@ -69,7 +69,7 @@ func runDead(ctx context.Context, e *env, c *command, args []string) int {
 	var f filters
 	f.register(fs)
 	group := fs.String("group-by", "", "count per `group` instead of listing: reason, channel or module")
-	limit := fs.Int("limit", relay.ListDeadLimitDefault, "most requests of a page")
+	limit := fs.Int("limit", relay.ListDeadLimitDefault, "most requests of a page, at most 10000")
 	after := fs.String("after", "", "start the page after this request `id`: the last of the previous page")
 	show := fs.Bool("show-recipients", false, "show recipients (personal data)")
 	if code, ok := c.parseFlags(e, fs, args); !ok {
@@ -79,8 +79,8 @@ func runDead(ctx context.Context, e *env, c *command, args []string) int {
 	if *group != "" && !grouped {
 		return c.usageError(e, "--group-by %q: want reason, channel or module", *group)
 	}
-	if *limit < 1 {
-		return c.usageError(e, "--limit %d: want at least 1", *limit)
+	if *limit < 1 || *limit > deadLimitMax {
+		return c.usageError(e, "--limit %d: want 1 to %d", *limit, deadLimitMax)
 	}
 	var afterID uuid.UUID
 	if *after != "" {
@@ -237,3 +237,7 @@ func printGroups(w io.Writer, asJSON bool, what string, groups []relay.DeadGroup
 	t.row("total", count(total), "", "")
 	return t.flush()
 }
+
+// deadLimitMax bounds dead's --limit: a page is read whole, payloads
+// included, before it is printed.
+const deadLimitMax = 10000

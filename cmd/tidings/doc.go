@@ -24,8 +24,11 @@
 // Every command takes --database (default: the DATABASE_URL environment
 // variable), a PostgreSQL connection string in either of lib/pq's forms,
 // --schema (default "tidings") and --json, which prints one JSON document
-// for scripts instead of tables. "tidings COMMAND -h" shows a command's
-// flags and examples. Flags and arguments may come in any order.
+// for scripts instead of tables (none when the command fails, or when
+// status or cancel find no such request: the exit code says so). "tidings
+// COMMAND -h" shows a command's flags and examples. Flags and arguments
+// may come in any order; a value that is not text (a NUL byte, invalid
+// UTF-8) is a usage error.
 //
 // Every command but migrate needs only what a production relay's role
 // has: SELECT, INSERT, UPDATE and DELETE on the library's tables. migrate

@@ -18,6 +18,7 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/tidings-go/tidings"
+	"github.com/tidings-go/tidings/internal/validate"
 	"github.com/tidings-go/tidings/notification"
 	"github.com/tidings-go/tidings/relay"
 )
@@ -141,13 +142,34 @@ func (c *command) parse(e *env, fs *flag.FlagSet, args []string) (pos []string, 
 		}
 		rest := fs.Args()
 		if len(rest) == 0 {
-			return pos, exitOK, true
+			return c.checkText(e, fs, pos)
 		}
 		if len(args) > 0 && len(rest) < len(args) && args[len(args)-len(rest)-1] == "--" {
-			return append(pos, rest...), exitOK, true
+			return c.checkText(e, fs, append(pos, rest...))
 		}
 		pos, args = append(pos, rest[0]), rest[1:]
 	}
+}
+
+// checkText returns pos, or a usage error if a flag given or an argument
+// is not text the database can take (a NUL byte, invalid UTF-8): it would
+// fail its statement as a database error.
+func (c *command) checkText(e *env, fs *flag.FlagSet, pos []string) ([]string, int, bool) {
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		if err == nil {
+			err = validate.Text("--"+f.Name, f.Value.String())
+		}
+	})
+	for i, arg := range pos {
+		if err == nil {
+			err = validate.Text(fmt.Sprintf("argument %d", i+1), arg)
+		}
+	}
+	if err != nil {
+		return nil, c.usageError(e, "%v", err), false
+	}
+	return pos, exitOK, true
 }
 
 // parseFlags is parse for a command that takes flags only.

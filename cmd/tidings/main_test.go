@@ -128,6 +128,30 @@ func requireNoRecipient(t *testing.T, s string) {
 	}
 }
 
+// waitUntil polls cond, a look at a running command's output, until it
+// holds; it returns the command's exit code and true if the command ends
+// first (done), and fails the test after testwait.Within, saying what it
+// waited for.
+func waitUntil(t *testing.T, cond func() bool, done <-chan int, what string) (code int, ended bool) {
+	t.Helper()
+	deadline := time.After(testwait.Within)
+	for !cond() {
+		select {
+		case code := <-done:
+			return code, true
+		case <-time.After(10 * time.Millisecond):
+		case <-deadline:
+			t.Fatalf("waited %s for %s", testwait.Within, what)
+		}
+	}
+	return 0, false
+}
+
+// pipeTerminal is a terminal nobody types at until the test says so.
+type pipeTerminal struct{ *io.PipeReader }
+
+func (pipeTerminal) Terminal() bool { return true }
+
 // answering is a terminal at which a person types answer.
 type answering struct{ *strings.Reader }
 
@@ -153,15 +177,8 @@ func serving(t *testing.T, env map[string]string, path string, args ...string) (
 		url, _, _ = strings.Cut(rest, " ")
 		return ok && strings.HasSuffix(url, "/")
 	}
-	deadline := time.After(testwait.Within)
-	for !listening() {
-		select {
-		case code := <-done:
-			return result{code: code, out: out.String(), errOut: errOut.String()}, 0
-		case <-time.After(10 * time.Millisecond):
-		case <-deadline:
-			t.Fatalf("waited %s for serve to print its address", testwait.Within)
-		}
+	if code, ended := waitUntil(t, listening, done, "serve to print its address"); ended {
+		return result{code: code, out: out.String(), errOut: errOut.String()}, 0
 	}
 	resp, err := http.Get(strings.TrimSuffix(url, "/") + path)
 	require.NoError(t, err)

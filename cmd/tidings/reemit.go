@@ -105,7 +105,7 @@ func runReemit(ctx context.Context, e *env, c *command, args []string) int {
 		return report.finish(c, e, cn.json, exitNone, "no dead request matches")
 	case *dry:
 		return report.finish(c, e, cn.json, exitOK, "dry run: nothing re-emitted")
-	case !*yes && !confirm(e, fmt.Sprintf("Re-emit these %d requests? [y/N] ", matched)):
+	case !*yes && !confirm(ctx, e, fmt.Sprintf("Re-emit these %d requests? [y/N] ", matched)):
 		return report.finish(c, e, cn.json, exitDeclined, "not confirmed: nothing re-emitted")
 	}
 	if report.Reemitted, err = s.client.Reemit(ctx, df); err != nil {
@@ -160,15 +160,25 @@ func (r reemitReport) finish(c *command, e *env, asJSON bool, code int, outcome 
 }
 
 // confirm asks question on stderr and reports whether the line standard
-// input answers is yes.
-func confirm(e *env, question string) bool {
+// input answers is yes. An interrupt (ctx ends) while it waits is no.
+func confirm(ctx context.Context, e *env, question string) bool {
 	fmt.Fprint(e.stderr, question)
-	answer, _ := bufio.NewReader(e.stdin).ReadString('\n')
-	switch strings.ToLower(strings.TrimSpace(answer)) {
-	case "y", "yes":
-		return true
+	answered := make(chan string, 1)
+	go func() { // left waiting on an interrupt: the command ends soon after
+		answer, _ := bufio.NewReader(e.stdin).ReadString('\n')
+		answered <- answer
+	}()
+	select {
+	case answer := <-answered:
+		switch strings.ToLower(strings.TrimSpace(answer)) {
+		case "y", "yes":
+			return true
+		}
+		return false
+	case <-ctx.Done():
+		fmt.Fprintln(e.stderr)
+		return false
 	}
-	return false
 }
 
 // terminal is what a stand-in for a terminal says of itself, as the

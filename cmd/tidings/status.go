@@ -19,7 +19,9 @@ var statusCommand = &command{
 	args:    "ID | --correlation ID",
 	summary: "one request, or a write's requests: state, reason, timeline",
 	about: `Shows what is known of the request ID: its state (pending, processed,
-dead or cancelled), channel, module, attempts and hands, the reason of its
+dead or cancelled) and, once processed, how it ended (delivered, or
+stopped by a recipient rule: suppressed, skipped, expired, duplicate, with
+the rule's code), channel, module, attempts and hands, the reason of its
 death or of its last retry with the reason's code, the provider's reference
 once it was delivered, the next attempt while it is pending, its
 correlation and trace ids, and its whole timeline, every life of it
@@ -72,6 +74,9 @@ func runStatus(ctx context.Context, e *env, c *command, args []string) int {
 			fmt.Fprintf(e.stderr, "tidings status: no request has correlation id %q\n", *correlation)
 			return exitNone
 		}
+		if len(ids) == relay.FindLimitDefault {
+			fmt.Fprintf(e.stderr, "tidings status: the first %d requests of correlation id %q only\n", len(ids), *correlation)
+		}
 	}
 	views := make([]statusView, len(ids))
 	for i, id := range ids {
@@ -117,6 +122,7 @@ func runStatus(ctx context.Context, e *env, c *command, args []string) int {
 type statusView struct {
 	ID            uuid.UUID   `json:"id"`
 	State         relay.State `json:"state"`
+	Outcome       string      `json:"outcome,omitempty"` // what became of a processed request: delivered, suppressed...
 	Module        string      `json:"module"`
 	Channel       string      `json:"channel"`
 	Kind          string      `json:"kind"`
@@ -147,7 +153,7 @@ type entryView struct {
 }
 
 func viewStatus(st notification.Status) statusView {
-	v := statusView{ID: st.ID, State: st.State, Module: st.Module, Channel: st.Channel, Kind: st.Kind,
+	v := statusView{ID: st.ID, State: st.State, Outcome: string(st.Outcome), Module: st.Module, Channel: st.Channel, Kind: st.Kind,
 		Attempts: st.Attempts, Hands: st.Hands, Unsure: st.Unsure, Code: st.Code, Reason: st.Reason,
 		LastError: st.LastError, Reference: st.Reference, NextAttempt: optTime(st.NextAttempt),
 		StagedAt: st.CreatedAt, SettledAt: optTime(st.SettledAt), CorrelationID: st.CorrelationID,
@@ -177,6 +183,9 @@ func summarize(w io.Writer, views []statusView) error {
 func (v statusView) print(w io.Writer) error {
 	t := newTable(w, "request", v.ID.String())
 	state := string(v.State)
+	if v.Outcome != "" {
+		state += " (" + v.Outcome + ")"
+	}
 	if v.SettledAt != nil {
 		state += " at " + stamp(*v.SettledAt)
 	} else if v.Attempts == 0 && v.Hands == 0 {
@@ -191,6 +200,8 @@ func (v statusView) print(w io.Writer) error {
 		t.row("reason", v.Code+": "+v.Reason)
 	case v.State == relay.StatePending && v.LastError != "":
 		t.row("last error", v.Code+": "+v.LastError)
+	case v.Code != "":
+		t.row("code", v.Code)
 	}
 	if v.Reference != "" {
 		t.row("reference", v.Reference)

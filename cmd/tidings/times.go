@@ -29,11 +29,12 @@ func parseAge(s string) (time.Duration, error) {
 
 // when is a flag for a point in time: an age ("2h", "7d": that long before
 // now, by the database's clock), an RFC 3339 time
-// ("2026-05-01T10:00:00Z") or a date ("2026-05-01", midnight UTC).
+// ("2026-05-01T10:00:00Z") or a date ("2026-05-01", midnight UTC), from
+// 1970 to 9999.
 type when struct {
 	raw string
 	ago time.Duration // an age; at is zero then
-	at  time.Time
+	at  time.Time     // never zero for a time given
 }
 
 func (w *when) String() string { return w.raw }
@@ -46,7 +47,13 @@ func (w *when) Set(s string) error {
 	}
 	for _, layout := range []string{time.RFC3339Nano, time.DateOnly} {
 		if t, err := time.Parse(layout, s); err == nil {
-			w.at = t
+			if y := t.UTC().Year(); y < 1970 || y > 9999 {
+				// The zero time (what an unset time.Time prints) among
+				// them: it would read as "now" and flip the selection.
+				return fmt.Errorf("%q is before 1970 or after 9999", s)
+			}
+			// In UTC: PostgreSQL takes offsets up to ±15:59, Go ±23:59.
+			w.at = t.UTC()
 			return nil
 		}
 	}
