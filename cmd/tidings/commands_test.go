@@ -208,16 +208,46 @@ func TestDead(t *testing.T) {
 		}
 		require.NoError(t, json.Unmarshal([]byte(r.out), &first))
 		require.Len(t, first.Dead, 1)
-		require.Equal(t, first.Dead[0].ID.String(), first.NextAfter)
+		require.True(t, strings.HasSuffix(first.NextAfter, "_"+first.Dead[0].ID.String()), first.NextAfter)
 
-		r = w.tidings(t, nil, "dead", "--limit", "1", "--after", first.NextAfter)
-		require.Equal(t, exitOK, r.code, r.errOut)
-		require.NotContains(t, r.out, first.NextAfter)
-		require.Equal(t, 2, strings.Count(r.out, "\n"), "a header and the second request: %s", r.out)
-		require.Contains(t, r.errOut, "--after", "more may follow")
+		for _, after := range []string{first.NextAfter, first.Dead[0].ID.String()} { // a position, or a dead id
+			r = w.tidings(t, nil, "dead", "--limit", "1", "--after", after)
+			require.Equal(t, exitOK, r.code, r.errOut)
+			require.NotContains(t, r.out, first.Dead[0].ID.String())
+			require.Equal(t, 2, strings.Count(r.out, "\n"), "a header and the second request: %s", r.out)
+			require.Contains(t, r.errOut, "--after", "more may follow")
+		}
 
 		r = w.tidings(t, nil, "dead", "--after", w.delivered.String())
 		require.Equal(t, exitUsage, r.code, "not a dead request")
+		r = w.tidings(t, nil, "dead", "--after", "yesterday_"+w.delivered.String())
+		require.Equal(t, exitUsage, r.code)
+	})
+
+	// A page's position holds when its last request is re-emitted
+	// meanwhile (by another operator, or the console).
+	t.Run("PagesSurviveAReemit", func(t *testing.T) {
+		t.Parallel()
+		w := setup(t)
+		r := w.tidings(t, nil, "dead", "--limit", "1", "--json")
+		require.Equal(t, exitOK, r.code, r.errOut)
+		var first struct {
+			Dead      []deadView `json:"dead"`
+			NextAfter string     `json:"next_after"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(r.out), &first))
+		require.Len(t, first.Dead, 1)
+		r = w.tidings(t, nil, "reemit", first.Dead[0].ID.String(), "--yes")
+		require.Equal(t, exitOK, r.code, r.errOut)
+
+		r = w.tidings(t, nil, "dead", "--after", first.NextAfter, "--json")
+		require.Equal(t, exitOK, r.code, r.errOut)
+		var second struct {
+			Dead []deadView `json:"dead"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(r.out), &second))
+		require.Len(t, second.Dead, 1, "the other dead request")
+		require.NotEqual(t, first.Dead[0].ID, second.Dead[0].ID)
 	})
 
 	t.Run("GroupBy", func(t *testing.T) {

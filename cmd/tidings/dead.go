@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -19,7 +20,8 @@ var deadCommand = &command{
 	args:    "",
 	summary: "list dead requests, or count them per reason, channel or module",
 	about: `Lists dead requests, the oldest death first, a page at a time (--limit;
-the next page starts --after the last id of this one), or counts them per
+the next page starts --after the position a page ends with, as it says,
+or after a dead request's id), or counts them per
 reason code, channel or module (--group-by), the largest group first.
 Provider reports and receipts that died are listed in the channel
 feedback, and re-emitted as requests are.
@@ -70,7 +72,7 @@ func runDead(ctx context.Context, e *env, c *command, args []string) int {
 	f.register(fs)
 	group := fs.String("group-by", "", "count per `group` instead of listing: reason, channel or module")
 	limit := fs.Int("limit", relay.ListDeadLimitDefault, "most requests of a page, at most 10000")
-	after := fs.String("after", "", "start the page after this request `id`: the last of the previous page")
+	after := fs.String("after", "", "start the page after this `position` (what a page ends with) or dead request id")
 	show := fs.Bool("show-recipients", false, "show recipients (personal data)")
 	if code, ok := c.parseFlags(e, fs, args); !ok {
 		return code
@@ -83,10 +85,21 @@ func runDead(ctx context.Context, e *env, c *command, args []string) int {
 		return c.usageError(e, "--limit %d: want 1 to %d", *limit, deadLimitMax)
 	}
 	var afterID uuid.UUID
+	var afterPos *notification.Dead // a position next_after gave
 	if *after != "" {
 		var err error
-		if afterID, err = uuid.Parse(*after); err != nil {
-			return c.usageError(e, "--after %q is no request id", *after)
+		if at, id, ok := strings.Cut(*after, "_"); ok {
+			afterPos = &notification.Dead{}
+			afterPos.FailedAt, err = time.Parse(time.RFC3339Nano, at)
+			if err == nil {
+				afterPos.FailedAt = afterPos.FailedAt.UTC()
+				afterPos.ID, err = uuid.Parse(id)
+			}
+		} else {
+			afterID, err = uuid.Parse(*after)
+		}
+		if err != nil {
+			return c.usageError(e, "--after %q is neither a request id nor a position a page gave", *after)
 		}
 	}
 	s, err := cn.connect(ctx, notification.ClientConfig{})
@@ -107,7 +120,10 @@ func runDead(ctx context.Context, e *env, c *command, args []string) int {
 		return exitIfNone(len(groups))
 	}
 
-	if *after != "" {
+	switch {
+	case afterPos != nil:
+		df.After = afterPos
+	case *after != "":
 		prev, err := s.client.ListDead(ctx, &notification.DeadFilter{IDs: []uuid.UUID{afterID}})
 		if err != nil {
 			return c.fail(e, err)
@@ -124,7 +140,10 @@ func runDead(ctx context.Context, e *env, c *command, args []string) int {
 	}
 	var next string
 	if len(page) == *limit {
-		next = page[len(page)-1].ID.String()
+		// Its time of death and id: the next page starts there even if
+		// this request is re-emitted meanwhile.
+		last := page[len(page)-1]
+		next = last.FailedAt.UTC().Format(time.RFC3339Nano) + "_" + last.ID.String()
 	}
 	views := viewDead(page, *show)
 	if cn.json {
