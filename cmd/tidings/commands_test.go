@@ -200,25 +200,19 @@ func TestDead(t *testing.T) {
 
 	t.Run("Pages", func(t *testing.T) {
 		t.Parallel()
-		r := w.tidings(t, nil, "dead", "--limit", "1", "--json")
-		require.Equal(t, exitOK, r.code, r.errOut)
-		var first struct {
-			Dead      []deadView `json:"dead"`
-			NextAfter string     `json:"next_after"`
-		}
-		require.NoError(t, json.Unmarshal([]byte(r.out), &first))
+		first := w.deadPage(t, "--limit", "1")
 		require.Len(t, first.Dead, 1)
 		require.True(t, strings.HasSuffix(first.NextAfter, "_"+first.Dead[0].ID.String()), first.NextAfter)
 
 		for _, after := range []string{first.NextAfter, first.Dead[0].ID.String()} { // a position, or a dead id
-			r = w.tidings(t, nil, "dead", "--limit", "1", "--after", after)
+			r := w.tidings(t, nil, "dead", "--limit", "1", "--after", after)
 			require.Equal(t, exitOK, r.code, r.errOut)
 			require.NotContains(t, r.out, first.Dead[0].ID.String())
 			require.Equal(t, 2, strings.Count(r.out, "\n"), "a header and the second request: %s", r.out)
 			require.Contains(t, r.errOut, "--after", "more may follow")
 		}
 
-		r = w.tidings(t, nil, "dead", "--after", w.delivered.String())
+		r := w.tidings(t, nil, "dead", "--after", w.delivered.String())
 		require.Equal(t, exitUsage, r.code, "not a dead request")
 		r = w.tidings(t, nil, "dead", "--after", "yesterday_"+w.delivered.String())
 		require.Equal(t, exitUsage, r.code)
@@ -229,23 +223,12 @@ func TestDead(t *testing.T) {
 	t.Run("PagesSurviveAReemit", func(t *testing.T) {
 		t.Parallel()
 		w := setup(t)
-		r := w.tidings(t, nil, "dead", "--limit", "1", "--json")
-		require.Equal(t, exitOK, r.code, r.errOut)
-		var first struct {
-			Dead      []deadView `json:"dead"`
-			NextAfter string     `json:"next_after"`
-		}
-		require.NoError(t, json.Unmarshal([]byte(r.out), &first))
+		first := w.deadPage(t, "--limit", "1")
 		require.Len(t, first.Dead, 1)
-		r = w.tidings(t, nil, "reemit", first.Dead[0].ID.String(), "--yes")
+		r := w.tidings(t, nil, "reemit", first.Dead[0].ID.String(), "--yes")
 		require.Equal(t, exitOK, r.code, r.errOut)
 
-		r = w.tidings(t, nil, "dead", "--after", first.NextAfter, "--json")
-		require.Equal(t, exitOK, r.code, r.errOut)
-		var second struct {
-			Dead []deadView `json:"dead"`
-		}
-		require.NoError(t, json.Unmarshal([]byte(r.out), &second))
+		second := w.deadPage(t, "--after", first.NextAfter)
 		require.Len(t, second.Dead, 1, "the other dead request")
 		require.NotEqual(t, first.Dead[0].ID, second.Dead[0].ID)
 	})
@@ -624,4 +607,16 @@ func TestServe(t *testing.T) {
 	require.Contains(t, r.errOut, "Port 70000 is not a TCP port")
 	r = runCommand(t, nil, nil, "serve")
 	require.Equal(t, exitUsage, r.code, "no database")
+}
+
+// deadPage is a page of dead --json with args.
+func (w *world) deadPage(t *testing.T, args ...string) (page struct {
+	Dead      []deadView `json:"dead"`
+	NextAfter string     `json:"next_after"`
+}) {
+	t.Helper()
+	r := w.tidings(t, nil, append([]string{"dead", "--json"}, args...)...)
+	require.Equal(t, exitOK, r.code, r.errOut)
+	require.NoError(t, json.Unmarshal([]byte(r.out), &page))
+	return page
 }
