@@ -9,8 +9,8 @@ if command -v chromium >/dev/null; then
   exit 0
 fi
 if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null; then
-  echo "Chromium is missing: install it (Debian: apt-get install chromium chromium-driver)." >&2
-  exit 1
+  echo "Chromium is missing: install it (Debian: apt-get install chromium chromium-driver); the console's browser tests fail until then." >&2
+  exit 0 # the other tests need none of it
 fi
 echo "Installing Chromium (Debian packages)..." >&2
 export DEBIAN_FRONTEND=noninteractive

@@ -12,8 +12,8 @@ for lib in /usr/lib/*/faketime/libfaketime.so.1 /usr/lib64/faketime/libfaketime.
   fi
 done
 if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null; then
-  echo "libfaketime is missing: install it (Debian: apt-get install libfaketime)." >&2
-  exit 1
+  echo "libfaketime is missing: install it (Debian: apt-get install libfaketime); the clock-skew tests fail until then." >&2
+  exit 0 # the other tests need none of it
 fi
 echo "Installing libfaketime (Debian package)..." >&2
 export DEBIAN_FRONTEND=noninteractive

@@ -9,6 +9,9 @@ cd "$(dirname "$0")/.."
 scripts/ensure-postgres.sh
 scripts/ensure-faketime.sh
 scripts/ensure-chromium.sh
+case " $* " in
+  *" -race "*) scripts/ensure-gcc.sh ;;
+esac
 # Every package unless some are named.
 case " $* " in
   *" ./"*) ;;
