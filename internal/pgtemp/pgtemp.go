@@ -74,7 +74,8 @@ func Start(ctx context.Context, opts *Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "tidings-pg-")
+	removeStale(os.TempDir())
+	dir, err := os.MkdirTemp("", dirPrefix+strconv.Itoa(os.Getpid())+"-")
 	if err != nil {
 		return nil, fmt.Errorf("pgtemp: %w", err)
 	}
@@ -100,6 +101,29 @@ func Start(ctx context.Context, opts *Options) (*Cluster, error) {
 	}
 	_ = os.RemoveAll(dir)
 	return nil, err
+}
+
+// dirPrefix begins the name of a cluster's directory, which goes on with
+// the process id of its owner: tidings-pg-<pid>-<random>.
+const dirPrefix = "tidings-pg-"
+
+// removeStale removes the cluster directories in tmp whose owner is gone.
+// The server of a process that was killed (an interrupted test run, a
+// test binary's timeout) dies with it, but its directory stays behind.
+// A directory whose owner still runs, or whose name says no owner, stays.
+func removeStale(tmp string) {
+	dirs, _ := filepath.Glob(filepath.Join(tmp, dirPrefix+"*-*"))
+	for _, dir := range dirs {
+		pid, _, ok := strings.Cut(strings.TrimPrefix(filepath.Base(dir), dirPrefix), "-")
+		n, err := strconv.Atoi(pid)
+		if !ok || err != nil || n <= 0 {
+			continue
+		}
+		// ESRCH: no such process. EPERM is one of another user's.
+		if err := syscall.Kill(n, 0); errors.Is(err, syscall.ESRCH) {
+			_ = os.RemoveAll(dir)
+		}
+	}
 }
 
 // URL is a connection string for the cluster's superuser and its postgres
