@@ -41,6 +41,7 @@ import (
 	"github.com/google/uuid"
 	_ "github.com/lib/pq"
 
+	"github.com/tidings-go/tidings"
 	"github.com/tidings-go/tidings/examples/bookings/internal/service"
 	"github.com/tidings-go/tidings/internal/pgtemp"
 	"github.com/tidings-go/tidings/notification"
@@ -79,6 +80,9 @@ func run(ctx context.Context, out io.Writer) (err error) {
 		return err
 	}
 	defer db.Close()
+	if err := checkUnused(ctx, db); err != nil {
+		return err
+	}
 
 	prov, err := startProviders()
 	if err != nil {
@@ -408,12 +412,11 @@ func news(n int, one, many string) string {
 	return fmt.Sprintf("%d new %s", n, many)
 }
 
-// rowsHolding counts the rows of every table in the database's schemas
-// (but the catalogs) whose text holds s, as text or as the hex of a
-// bytea.
+// rowsHolding counts the rows of every table of the library's schema and
+// the service's whose text holds s, as text or as the hex of a bytea.
 func rowsHolding(ctx context.Context, db *sql.DB, s string) (int, error) {
 	rows, err := db.QueryContext(ctx, `SELECT format('%I.%I', table_schema, table_name) FROM information_schema.tables
-		WHERE table_schema NOT IN ('pg_catalog', 'information_schema') AND table_type = 'BASE TABLE'`)
+		WHERE table_schema IN ($1, 'bookings') AND table_type = 'BASE TABLE'`, tidings.SchemaDefault)
 	if err != nil {
 		return 0, err
 	}
@@ -569,4 +572,23 @@ func (c *client) waitSettled(ctx context.Context, id uuid.UUID) (status, error) 
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// checkUnused refuses a database that holds an earlier run's users: the
+// story's steps (a bounce suppresses grace's address for good) would not
+// happen again there.
+func checkUnused(ctx context.Context, db *sql.DB) error {
+	var exists bool
+	if err := db.QueryRowContext(ctx, `SELECT to_regclass('bookings.users') IS NOT NULL`).Scan(&exists); err != nil || !exists {
+		return err
+	}
+	var users int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM bookings.users`).Scan(&users); err != nil {
+		return err
+	}
+	if users > 0 {
+		return errors.New("the database holds an earlier demo run's users (bookings.users): " +
+			"its story needs a database without them; name another with DATABASE_URL, or unset it for a throwaway one")
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -58,4 +59,19 @@ func TestDemo(t *testing.T) {
 	require.Contains(t, got, "twilio: alan texted START, posted to /feedback/twilio: 200")
 	require.Contains(t, got, "sms to +15005550007 no longer suppressed")
 	require.Regexp(t, `verification code to alan: delivered \(provider reference SM0+5\); Twilio received 1 new text\n`, got)
+}
+
+// On a database that holds an earlier run's users, the story could not
+// happen again (grace's address stays suppressed): the demo says so
+// before it starts anything.
+func TestDemoRefusesAnEarlierRunsDatabase(t *testing.T) {
+	db := pgtest.AdminDB(t)
+	_, err := db.ExecContext(t.Context(), `CREATE SCHEMA bookings;
+		CREATE TABLE bookings.users (id text PRIMARY KEY);
+		INSERT INTO bookings.users VALUES ('grace')`)
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = db.ExecContext(context.Background(), `DROP SCHEMA bookings CASCADE`) })
+	t.Setenv("DATABASE_URL", pgtest.AdminURL(t))
+	var out bytes.Buffer
+	require.ErrorContains(t, run(t.Context(), &out), "the database holds an earlier demo run's users")
 }
