@@ -16,7 +16,7 @@ const (
 const (
 	CodeNoID             = "request.no_id"          // ErrNoID
 	CodeInvalidRecipient = "recipient.invalid"      // the recipient is no address the module understands
-	CodeRecipientGone    = "recipient.gone"         // the provider says the address is gone for good (an app removed, an endpoint's 410)
+	CodeRecipientGone    = "recipient.gone"         // the provider says the address is gone for good (an app removed, an endpoint's 410): a Reject with it suppresses the address
 	CodeUnknownTemplate  = "template.unknown"       // the request names a template the module does not have
 	CodeMissingValue     = "template.missing_value" // a template needs a value the request does not carry
 	CodeTemplateFailed   = "template.failed"        // a template failed to render otherwise

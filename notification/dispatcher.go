@@ -21,6 +21,7 @@ import (
 	"github.com/tidings-go/tidings/inbox"
 	"github.com/tidings-go/tidings/internal/pgarray"
 	"github.com/tidings-go/tidings/internal/purge"
+	"github.com/tidings-go/tidings/notification/feedback"
 	"github.com/tidings-go/tidings/relay"
 )
 
@@ -237,7 +238,10 @@ type job struct {
 // undecodable requests and requests for a channel without a delivery are
 // dead with a reason that says so. The requests of each shared channel go
 // through one transaction, every other request through one of its own,
-// all at once.
+// all at once. A request its delivery rejects with
+// delivery.CodeRecipientGone is dead, and its address is suppressed
+// (class permanent, reason recipient.gone) once the batch's transactions
+// end, as a provider's report of it would have it.
 //
 // A provider's report (KindReport) is applied once, through the inbox,
 // in one transaction with its effects:
@@ -350,8 +354,9 @@ func (d *Dispatcher) HandleBatch(ctx context.Context, b *relay.Batch) {
 		}
 	}
 	var wg sync.WaitGroup
+	var gone goneAddresses
 	for _, jobs := range groups {
-		wg.Go(func() { d.deliverAll(ctx, bind, b, jobs, pre) })
+		wg.Go(func() { d.deliverAll(ctx, bind, b, jobs, pre, &gone) })
 	}
 	if len(reports) > 0 || len(receipts) > 0 {
 		// The feedback lane holds one connection per batch (SharedLanes):
@@ -362,6 +367,36 @@ func (d *Dispatcher) HandleBatch(ctx context.Context, b *relay.Batch) {
 		})
 	}
 	wg.Wait()
+	d.suppressGone(ctx, bind, gone.list)
+}
+
+// goneAddresses collects the suppressions of the addresses a delivery
+// answered gone (delivery.CodeRecipientGone) in a batch's transactions.
+type goneAddresses struct {
+	mu   sync.Mutex
+	list []Suppression
+}
+
+func (g *goneAddresses) add(s Suppression) {
+	g.mu.Lock()
+	g.list = append(g.list, s)
+	g.mu.Unlock()
+}
+
+// suppressGone suppresses the addresses a provider said are gone for good
+// (an app removed from the device, a webhook endpoint's 410), once the
+// batch's transactions have ended and given back their connections, so
+// that the next requests to them end suppressed without a call, as a
+// provider's report of it would have them. A suppression that fails is
+// logged: the request is dead with its reason either way, and the next
+// answer of the same suppresses the address.
+func (d *Dispatcher) suppressGone(ctx context.Context, bind *binding, gone []Suppression) {
+	for _, s := range gone {
+		if err := bind.policy.insertSuppression(ctx, bind.db, s); err != nil {
+			d.log.WarnContext(ctx, "could not suppress an address its provider said is gone", "channel", s.Channel,
+				"outbox_id", s.Source, "err", err)
+		}
+	}
 }
 
 // readCommitted is the isolation of a transaction that claims, whatever
@@ -382,7 +417,7 @@ const commitSlack = 5 * time.Second
 // happened. The transaction of a request of a channel that does not share
 // commits holds only its claim (and its dedup key, with the provider's
 // reference), and leaves the outcome to the relay's settle.
-func (d *Dispatcher) deliverAll(ctx context.Context, bind *binding, b *relay.Batch, jobs []job, pre *rules) {
+func (d *Dispatcher) deliverAll(ctx context.Context, bind *binding, b *relay.Batch, jobs []job, pre *rules, gone *goneAddresses) {
 	// The transaction serves every job: it must not end with the hand's
 	// context, only a little after the deliveries' deadline.
 	txCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bind.timeout+commitSlack)
@@ -442,6 +477,11 @@ func (d *Dispatcher) deliverAll(ctx context.Context, bind *binding, b *relay.Bat
 			results[k] = relay.DoneWith(outs[k].Reference()).WithCode(CodeDelivered)
 		default:
 			results[k] = d.failed(j, outs[k])
+			if outs[k].Kind() == delivery.KindReject && delivery.CodeOf(outs[k].Reason()) == delivery.CodeRecipientGone {
+				dst := destinationOf(&j)
+				gone.add(Suppression{Channel: dst.channel, Address: dst.address, Class: feedback.ClassPermanent,
+					Reason: delivery.CodeRecipientGone, Source: j.p.ID.String()})
+			}
 			release = append(release, j.p.ID)
 			if j.req.DedupKey != "" {
 				failed = append(failed, j.req.DedupKey)

@@ -49,10 +49,13 @@ type Suppression struct {
 	// "unsubscribe" for Suppress; at most 200 bytes, printable.
 	Reason string
 	// Provider is the provider that reported it, such as "resend"; "" for
-	// one written by the application.
+	// one written by the application, or by the dispatcher when a
+	// delivery rejected a request with delivery.CodeRecipientGone (its
+	// Reason then).
 	Provider string
 	// Source is the provider's event id of the report that suppressed it,
-	// or the application's note (at most 256 bytes, printable, never
+	// the id of the request whose delivery answered the address gone, or
+	// the application's note (at most 256 bytes, printable, never
 	// personal data).
 	Source string
 	// CreatedAt is when it was written (read only).

@@ -2,13 +2,17 @@ package notification_test
 
 import (
 	"database/sql"
+	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/tidings-go/tidings/delivery"
+	"github.com/tidings-go/tidings/internal/testwait"
 	"github.com/tidings-go/tidings/notification"
 	"github.com/tidings-go/tidings/notification/feedback"
 	"github.com/tidings-go/tidings/relay"
@@ -122,6 +126,30 @@ func suppressionCases(t *testing.T, b testBundle,
 		require.Equal(t, feedback.CodeBouncePermanent, got[0].Reason)
 		require.Equal(t, feedback.ClassPermanent, got[0].Class)
 		require.False(t, got[0].CreatedAt.IsZero())
+	})
+	// A delivery that answers the address is gone for good (an app removed
+	// from the device, a webhook endpoint's 410) suppresses it, as the
+	// provider's report of it would: the next request to it ends
+	// suppressed without a call.
+	t.Run("GoneAnswerSuppresses", func(t *testing.T) {
+		t.Parallel()
+		const addr = "gone@example.com"
+		b.mail.ScriptRecipient(addr, delivery.Reject(delivery.WithCode(delivery.CodeRecipientGone, errors.New("mail: gone"))))
+		first, st := stageWith(t, nil, mailTo(addr))
+		require.Equal(t, relay.StateDead, st.State)
+		require.Equal(t, delivery.CodeRecipientGone, st.Code)
+		var got []notification.Suppression
+		require.Eventually(t, func() bool {
+			var err error
+			got, err = b.client.Suppressions(t.Context(), &notification.SuppressionFilter{Channel: "mail", Address: addr})
+			return err == nil && len(got) == 1
+		}, testwait.Within, 10*time.Millisecond, "the address suppressed after its request's batch")
+		require.Equal(t, feedback.ClassPermanent, got[0].Class)
+		require.Equal(t, delivery.CodeRecipientGone, got[0].Reason)
+		require.Equal(t, first.String(), got[0].Source, "the request whose answer said so")
+
+		id, st := stageWith(t, nil, mailTo(addr))
+		suppressed(t, id, st, delivery.CodeRecipientGone)
 	})
 	t.Run("RolledBack", func(t *testing.T) {
 		t.Parallel()

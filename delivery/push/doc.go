@@ -31,7 +31,8 @@
 //   - "error" with DeviceNotRegistered (the app was removed from the
 //     device: stop sending to the token) or MessageTooBig is
 //     [delivery.Reject], with the reason "push: expo: DeviceNotRegistered"
-//     (its code [delivery.CodeRecipientGone]);
+//     (its code [delivery.CodeRecipientGone], on which the dispatcher
+//     suppresses the token);
 //   - "error" with MessageRateExceeded (too many pushes to the device) is
 //     [delivery.Retry];
 //   - "error" with InvalidCredentials or MismatchSenderId is

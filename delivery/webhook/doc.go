@@ -72,7 +72,8 @@
 //     that takes longer than [Config.Timeout] (10 seconds by default) is a
 //     failure here and is sent again.
 //   - Answer 410 Gone to stop deliveries for good: the request is
-//     rejected at once. Any other answer but 2xx is a failure, as the
+//     rejected at once, and the dispatcher suppresses the URL
+//     ([delivery.CodeRecipientGone]). Any other answer but 2xx is a failure, as the
 //     Standard Webhooks specification has it: the request is retried
 //     per the dispatcher's retry policy (honouring Retry-After), and so
 //     are unreachable endpoints. A 401 while you rotate a secret, or a
