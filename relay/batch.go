@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -246,11 +247,26 @@ func settleArgs(st []settlement) []any {
 	details, claims := make([]string, n), make([]int64, n)
 	for i, s := range st {
 		ids[i], hands[i], attempts[i], outcomes[i] = s.id.String(), int64(s.hand), int64(s.attempts), s.res.outcome.String()
-		delays[i], texts[i], codes[i], took[i] = s.res.delay.Seconds(), validate.Storable(s.res.text), validate.Storable(s.res.code), s.took.Seconds()
+		text := validate.Storable(s.res.text)
+		if s.res.outcome == outcomeDone {
+			text = cut(text, ResultMaxLen)
+		}
+		delays[i], texts[i], codes[i], took[i] = s.res.delay.Seconds(), text, cut(validate.Storable(s.res.code), CodeMaxLen), s.took.Seconds()
 		details[i], claims[i] = detailJSON(s.res.detail), s.claim
 	}
 	return []any{pgarray.Of(ids), pgarray.Of(hands), pgarray.Of(outcomes), pgarray.Of(delays), pgarray.Of(texts), pgarray.Of(attempts),
 		pgarray.Of(codes), pgarray.Of(took), pgarray.Of(details), pgarray.Of(claims)}
+}
+
+// cut returns s cut at max bytes, at a character's boundary.
+func cut(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	for max > 0 && !utf8.RuneStart(s[max]) {
+		max--
+	}
+	return s[:max]
 }
 
 // detailJSON is a Result's detail as the settle statement takes it: "{}"

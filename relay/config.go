@@ -29,10 +29,12 @@ const (
 	PurgeIntervalDefault = 10 * time.Minute
 )
 
-// LimitMax is the largest BatchSize, Concurrency and Connections a Config
-// may have: each sizes what the relay allocates, up front or per claim,
-// so a larger one is a mistake (math.MaxInt meant as "no limit", say)
-// that would crash the process.
+// LimitMax is the largest BatchSize, Concurrency, Connections, MaxHands
+// and MaxUnsure a Config may have: the first three size what the relay
+// allocates, up front or per claim, and the last two are compared with
+// the database's integer counts, so a larger one is a mistake
+// (math.MaxInt meant as "no limit", say) that would crash the process or
+// fail every claim.
 const LimitMax = 1_000_000
 
 // Config configures a relay supervisor. The zero value of each field means
@@ -233,7 +235,8 @@ func (c Config) validate() error {
 	for _, f := range []struct {
 		name string
 		v    int
-	}{{"BatchSize", c.BatchSize}, {"Concurrency", c.Concurrency}, {"Connections", c.Connections}} {
+	}{{"BatchSize", c.BatchSize}, {"Concurrency", c.Concurrency}, {"Connections", c.Connections}, {"MaxHands", c.MaxHands},
+		{"MaxUnsure", c.MaxUnsure}} {
 		if f.v > LimitMax {
 			return fmt.Errorf("%w: %s (%d) is more than LimitMax (%d)", ErrConfig, f.name, f.v, LimitMax)
 		}

@@ -202,7 +202,8 @@ type Result struct {
 // Done, its result), such as "provider.rejected": a lower-case word with
 // dots and underscores, short, and the same for every record of the same
 // cause, so that records can be grouped by it. It is kept on the row and
-// in the record's timeline.
+// in the record's timeline, cut at CodeMaxLen bytes: the row's index
+// takes no longer.
 func (r Result) WithCode(code string) Result {
 	r.code = code
 	return r
@@ -227,8 +228,18 @@ func (r Result) WithDetail(detail map[string]any) Result {
 func Done() Result { return Result{outcome: outcomeDone} }
 
 // DoneWith settles the record as processed and keeps result, such as a
-// provider's reference for a message, with it.
+// provider's reference for a message, with it, cut at ResultMaxLen bytes:
+// the row's index takes no longer.
 func DoneWith(result string) Result { return Result{outcome: outcomeDone, text: result} }
+
+// The longest result (DoneWith) and code (WithCode) a record keeps, in
+// bytes; longer ones are cut there, at a character's boundary. A row's
+// index entry holds at most some 2,700 bytes, and a settle that exceeds
+// it would fail for every record settled with it.
+const (
+	ResultMaxLen = 1000
+	CodeMaxLen   = 200
+)
 
 // Retry leaves the record pending until delay has passed (on the database
 // clock), counts the attempt and keeps reason as its last error. A negative

@@ -60,7 +60,7 @@ func (o *Outbox) Stage(ctx context.Context, tx dbtx.Execer, msg Message) (uuid.U
 	if err := validate.NotNil("tx", tx); err != nil {
 		return uuid.Nil, fmt.Errorf("%w: %w", ErrInvalidMessage, err)
 	}
-	if err := msg.validate(); err != nil {
+	if err := errors.Join(checkContextIDs(ctx), msg.validate()); err != nil {
 		return uuid.Nil, err
 	}
 	row, err := o.prepare(ctx, msg)
@@ -90,6 +90,9 @@ func (o *Outbox) StageBatch(ctx context.Context, tx dbtx.Execer, msgs []Message)
 	n := len(msgs)
 	if n == 0 {
 		return nil, nil
+	}
+	if err := checkContextIDs(ctx); err != nil {
+		return nil, err
 	}
 	given := map[uuid.UUID]int{}
 	for i, msg := range msgs {
@@ -170,6 +173,21 @@ func (o *Outbox) prepare(ctx context.Context, msg Message) (stagedRow, error) {
 		row.correlation = id.String()
 	}
 	return row, nil
+}
+
+// checkContextIDs checks the correlation and causation ids ctx carries:
+// an id that PostgreSQL cannot store, or whose index entry it cannot
+// take, would fail the insert and abort the caller's transaction.
+func checkContextIDs(ctx context.Context) error {
+	for _, err := range []error{
+		validate.Printable("the context's correlation id", CorrelationID(ctx), CorrelationMaxLen),
+		validate.Printable("the context's causation id", CausationID(ctx), CorrelationMaxLen),
+	} {
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidMessage, err)
+		}
+	}
+	return nil
 }
 
 func (m Message) validate() error {

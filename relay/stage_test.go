@@ -133,6 +133,37 @@ func testStage(t *testing.T, _ drivertest.Driver) {
 		require.ErrorIs(t, err, relay.ErrNotMigrated)
 	})
 
+	// An id the context carries (one taken from a request's header, say)
+	// that PostgreSQL cannot store or index is refused before the insert,
+	// naming it, and the caller's transaction goes on.
+	t.Run("InvalidContextIDsNameItAndLeaveTheTransaction", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ok := relay.Message{Module: module, Kind: "k", Payload: payload(1)}
+		tx, err := b.db.BeginTx(t.Context(), nil)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback() }()
+		for name, tc := range map[string]struct {
+			ctx  context.Context
+			want string
+		}{
+			"NUL":         {relay.WithCorrelationID(t.Context(), "a\x00b"), "the context's correlation id"},
+			"InvalidUTF8": {relay.WithCorrelationID(t.Context(), "\xff\xfe"), "the context's correlation id"},
+			"TooLong":     {relay.WithCorrelationID(t.Context(), strings.Repeat("c", relay.CorrelationMaxLen+1)), "the context's correlation id is 201 bytes"},
+			"Causation":   {relay.WithCausationID(t.Context(), "x\ny"), "the context's causation id"},
+		} {
+			_, err := b.ob.Stage(tc.ctx, tx, ok)
+			require.ErrorIs(t, err, relay.ErrInvalidMessage, name)
+			require.ErrorContains(t, err, tc.want, name)
+			_, err = b.ob.StageBatch(tc.ctx, tx, []relay.Message{ok})
+			require.ErrorContains(t, err, tc.want, name)
+		}
+		_, err = b.ob.Stage(relay.WithCorrelationID(t.Context(), strings.Repeat("c", relay.CorrelationMaxLen)), tx, ok)
+		require.NoError(t, err, "the transaction goes on, and the longest id is taken")
+		require.NoError(t, tx.Commit())
+		require.Equal(t, 1, b.count(t, "true"))
+	})
+
 	t.Run("InvalidMessagesNameTheFieldAndStageNothing", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -418,6 +419,8 @@ func TestSuperviseRejectsBadConfig(t *testing.T) {
 		"LaneAboveConc":     {relay.Config{Module: module, Concurrency: 10, LaneLimit: 11}, "LaneLimit (11) must not exceed Concurrency (10)"},
 		"NoLimitConc":       {relay.Config{Module: module, Concurrency: math.MaxInt, LaneLimit: 10}, "Concurrency (9223372036854775807) is more than LimitMax"},
 		"HugeBatch":         {relay.Config{Module: module, BatchSize: relay.LimitMax + 1}, "BatchSize (1000001) is more than LimitMax"},
+		"HugeMaxHands":      {relay.Config{Module: module, MaxHands: 1 << 31}, "MaxHands (2147483648) is more than LimitMax"},
+		"HugeMaxUnsure":     {relay.Config{Module: module, MaxUnsure: math.MaxInt}, "MaxUnsure (9223372036854775807) is more than LimitMax"},
 		"EndlessHand":       {relay.Config{Module: module, HandTimeout: math.MaxInt64}, "HandTimeout (2562047h47m16.854775807s) is too long"},
 	} {
 		err := relay.Supervise(t.Context(), db, &tc.cfg, newRecorder(nil))
@@ -597,6 +600,39 @@ func TestWhatTheDatabaseCannotStoreIsStoredCleaned(t *testing.T) {
 	require.NoError(t, b.db.QueryRowContext(t.Context(), `SELECT detail->>'detail' FROM "`+b.schema+`".timeline WHERE record_id = $1`,
 		ids[7]).Scan(&note))
 	require.Equal(t, "does not encode as JSON", note)
+}
+
+// A result or a code longer than a row's index takes is kept cut,
+// instead of failing the settle of every record settled with it (and
+// handing them all again after their lease).
+func TestLongResultsAndCodesAreCut(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ids := b.stage(t, 4)
+	var long string // 4,160 random bytes, which no compression makes fit
+	for range 160 {
+		long += rand.Text()
+	}
+	sink := newRecorder(func(_ context.Context, rec relay.Record) relay.Result {
+		switch rec.ID {
+		case ids[0]:
+			return relay.DoneWith(long)
+		case ids[1]:
+			return relay.Dead(errors.New("gone")).WithCode(long)
+		}
+		return relay.Done()
+	})
+	supervise(t, b.db, b.config(t), sink)
+	b.eventually(t, "processed_at IS NOT NULL", 3, testwait.Within)
+	b.eventually(t, "failed_at IS NOT NULL", 1, testwait.Within)
+	var result, code string
+	require.NoError(t, b.db.QueryRowContext(t.Context(), `SELECT (SELECT result FROM "`+b.schema+`".outbox WHERE id = $1),
+		(SELECT code FROM "`+b.schema+`".outbox WHERE id = $2)`, ids[0], ids[1]).Scan(&result, &code))
+	require.Equal(t, long[:relay.ResultMaxLen], result)
+	require.Equal(t, long[:relay.CodeMaxLen], code)
+	for _, id := range ids {
+		require.Equal(t, 1, sink.handsOf(id), "handed once: no settle failed")
+	}
 }
 
 // A due record another transaction holds locked (a Cancel in a
