@@ -77,7 +77,8 @@
 //     reputation, authentication, payload size, send rate) is
 //     [ClassOurSide], which never concerns the person: Twilio 30007,
 //     SendGrid blocked, Expo InvalidCredentials, MessageTooBig and
-//     MessageRateExceeded among others;
+//     MessageRateExceeded, SES delays of type IPFailure, SpamDetected,
+//     InternalFailure and SendingDeferral among others;
 //   - a push token is [ClassPermanent] only on DeviceNotRegistered;
 //   - an unsubscribe ([ClassUnsubscribe]) can be undone only by the
 //     person ([ClassResubscribe]: Twilio START, a SendGrid group

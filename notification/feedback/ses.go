@@ -231,7 +231,7 @@ func parseSES(id string, message []byte) ([]Report, error) {
 		addresses = m.Delivery.Recipients
 	case kind == "DeliveryDelay" && m.DeliveryDelay != nil:
 		d := m.DeliveryDelay
-		base.Class, base.Code = ClassTransient, CodeDelayed
+		base.Class, base.Code = sesDelay(d.DelayType), CodeDelayed
 		base.OccurredAt = cmp.Or(parseTime(d.Timestamp), base.OccurredAt)
 		for _, r := range d.DelayedRecipients {
 			addresses = append(addresses, r.EmailAddress)
@@ -274,4 +274,20 @@ func sesComplaint(feedbackType string) (Class, string) {
 		return ClassOurSide, CodeBounceContent
 	}
 	return ClassComplaint, CodeComplaint
+}
+
+// sesDelay is the class of a delivery delay of type delayType. Our sending
+// IP blocked or throttled (IPFailure), the recipient's server seeing too
+// much unsolicited mail from our account (SpamDetected), SES's own trouble
+// (InternalFailure), its own deferral (SendingDeferral) and its failed
+// lookup of our own IP's host name (BYOIPHostNameLookupUnavailable) are on
+// our side, and must not count toward suppressing the person; every
+// other type (a full mailbox, the recipient's server) is transient.
+func sesDelay(delayType string) Class {
+	switch delayType {
+	case "IPFailure", "SpamDetected", "InternalFailure", "SendingDeferral", "BYOIPHostNameLookupUnavailable":
+		return ClassOurSide
+	default:
+		return ClassTransient
+	}
 }

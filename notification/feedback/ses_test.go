@@ -416,7 +416,6 @@ func TestParseSES(t *testing.T) {
 			{`{"notificationType":"Bounce","bounce":{"bounceType":"Transient","bounceSubType":"AttachmentRejected","bouncedRecipients":[{"emailAddress":"a@example.com"}]}}`, feedback.ClassOurSide, feedback.CodeBounceContent},
 			{`{"notificationType":"Complaint","complaint":{"complaintFeedbackType":"not-spam","complainedRecipients":[{"emailAddress":"a@example.com"}]}}`, feedback.ClassNone, feedback.CodeNotSpam},
 			{`{"notificationType":"Complaint","complaint":{"complaintFeedbackType":"auth-failure","complainedRecipients":[{"emailAddress":"a@example.com"}]}}`, feedback.ClassOurSide, feedback.CodeAuthFailure},
-			{`{"eventType":"DeliveryDelay","deliveryDelay":{"delayType":"MailboxFull","delayedRecipients":[{"emailAddress":"a@example.com"}]}}`, feedback.ClassTransient, feedback.CodeDelayed},
 			{`{"eventType":"Send","mail":{"messageId":"m1"}}`, feedback.ClassNone, feedback.CodeIgnored},
 		} {
 			reports, err := feedback.ParseSES("sns-1", []byte(tc.message))
@@ -424,6 +423,35 @@ func TestParseSES(t *testing.T) {
 			requireValid(t, reports)
 			require.Equal(t, tc.class, reports[0].Class, tc.message)
 			require.Equal(t, tc.code, reports[0].Code, tc.message)
+		}
+	})
+
+	// A delay counts against the address only when it is the recipient's
+	// side that delays (AWS, "Contents of event data that Amazon SES
+	// publishes to Amazon SNS", the delivery delay object): our IP
+	// blocked, our account's mail seen as spam, SES's own trouble or
+	// deferral say nothing of the person.
+	t.Run("Delays", func(t *testing.T) {
+		t.Parallel()
+		for delay, class := range map[string]feedback.Class{
+			"MailboxFull":                    feedback.ClassTransient,
+			"RecipientServerError":           feedback.ClassTransient,
+			"TransientCommunicationFailure":  feedback.ClassTransient,
+			"General":                        feedback.ClassTransient,
+			"Undetermined":                   feedback.ClassTransient,
+			"SomethingNew":                   feedback.ClassTransient,
+			"IPFailure":                      feedback.ClassOurSide,
+			"SpamDetected":                   feedback.ClassOurSide,
+			"InternalFailure":                feedback.ClassOurSide,
+			"SendingDeferral":                feedback.ClassOurSide,
+			"BYOIPHostNameLookupUnavailable": feedback.ClassOurSide,
+		} {
+			reports, err := feedback.ParseSES("sns-1", []byte(`{"eventType":"DeliveryDelay","deliveryDelay":{"delayType":"`+delay+
+				`","delayedRecipients":[{"emailAddress":"a@example.com"}]}}`))
+			require.NoError(t, err, delay)
+			requireValid(t, reports)
+			require.Equal(t, class, reports[0].Class, delay)
+			require.Equal(t, feedback.CodeDelayed, reports[0].Code, delay)
 		}
 	})
 
