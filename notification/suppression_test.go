@@ -74,6 +74,17 @@ func suppressionCases(t *testing.T, b testBundle,
 			notification.Request{Channel: "mail", Recipient: "ada@example.COM", Template: "welcome", Category: "booking"})
 		suppressed(t, id, st, feedback.CodeUnsubscribe)
 	})
+	// The mailbox the mail module sends to is the one compared, however
+	// the recipient is written.
+	t.Run("WrittenWithACommentOrAName", func(t *testing.T) {
+		t.Parallel()
+		id, st := stageWith(t, &notification.Suppression{Channel: "mail", Address: "jane@example.com"},
+			notification.Request{Channel: "mail", Recipient: "jane@example.com (Jane)", Template: "welcome", Category: "booking"})
+		suppressed(t, id, st, feedback.CodeUnsubscribe)
+		id, st = stageWith(t, nil, notification.Request{Channel: "mail", Recipient: `"Jane" <Jane@example.com>`, Template: "welcome",
+			Category: "booking"})
+		suppressed(t, id, st, feedback.CodeUnsubscribe)
+	})
 	t.Run("CriticalDoesNotBypass", func(t *testing.T) {
 		t.Parallel()
 		s := notification.Suppression{Channel: "mail", Address: "bounced@example.com", Class: feedback.ClassPermanent,

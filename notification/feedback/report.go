@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net/mail"
 	"regexp"
 	"strconv"
 	"strings"
@@ -181,8 +182,11 @@ const (
 // NormalizeAddress returns address as reports carry it for channel, so a
 // later layer compares the addresses it sends to with the same function:
 //
-//   - mail: spaces trimmed, the address inside angle brackets when there
-//     are some ("Jane <Jane@Example.com>"), and all of it lower-cased, the
+//   - mail: the mailbox as the mail module sends to it, which
+//     net/mail.ParseAddress reads ("Jane <Jane@Example.com>" and
+//     "Jane@Example.com (Jane)" are both jane@example.com; when it cannot
+//     read one, spaces trimmed and the address inside angle brackets if
+//     there are some), and all of it lower-cased, the
 //     local part too. RFC 5321 lets a server tell "Jane" from "jane", but
 //     the providers themselves fold case in their suppression lists, and
 //     a suppression that misses a bounced address because of its case
@@ -194,6 +198,9 @@ func NormalizeAddress(channel, address string) string {
 	address = strings.TrimSpace(address)
 	if channel != ChannelMail {
 		return address
+	}
+	if a, err := mail.ParseAddress(address); err == nil {
+		return strings.ToLower(a.Address)
 	}
 	if open := strings.LastIndexByte(address, '<'); open >= 0 {
 		if end := strings.IndexByte(address[open:], '>'); end > 0 {
