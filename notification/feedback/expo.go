@@ -281,9 +281,9 @@ func expoReport(id string, rc expoReceipt) Report {
 	r := Report{
 		Provider:  ProviderExpo,
 		EventID:   id,
-		Type:      strings.ToValidUTF8(cmp.Or(rc.Status, "unknown"), "\uFFFD"),
+		Type:      storable(cmp.Or(rc.Status, "unknown")),
 		Channel:   ChannelPush,
-		Address:   strings.ToValidUTF8(NormalizeAddress(ChannelPush, rc.Details.ExpoPushToken), "\uFFFD"),
+		Address:   storable(NormalizeAddress(ChannelPush, rc.Details.ExpoPushToken)),
 		MessageID: id,
 	}
 	switch {

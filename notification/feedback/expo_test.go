@@ -133,6 +133,22 @@ func TestExpoReceipts(t *testing.T) {
 		require.Equal(t, []string{""}, s.tokens, "no token, no Authorization")
 	})
 
+	// What Expo's answer holds that PostgreSQL cannot store is replaced,
+	// as in every report: a NUL, as JSON's \u0000, would fail the staging
+	// of every report of the channel's receipts, on every hand.
+	t.Run("StorableTexts", func(t *testing.T) {
+		t.Parallel()
+		s := newExpoServer(t, func(w http.ResponseWriter, _ []string) {
+			_, _ = w.Write([]byte(`{"data":{"a":{"status":"error","details":{"error":"DeviceNotRegistered",
+				"expoPushToken":"ExponentPushToken[a\u0000b]"}},"b":{"status":"o\u0000k"}}}`))
+		})
+		reports, err := newExpo(t, s, "").Receipts(t.Context(), []string{"a", "b"})
+		require.NoError(t, err)
+		requireValid(t, reports)
+		require.Equal(t, "ExponentPushToken[a\uFFFDb]", reports[0].Address)
+		require.Equal(t, "o\uFFFDk", reports[1].Type)
+	})
+
 	t.Run("AThousandAtATime", func(t *testing.T) {
 		t.Parallel()
 		s := newExpoServer(t, func(w http.ResponseWriter, ids []string) {

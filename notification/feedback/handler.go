@@ -170,5 +170,9 @@ func decodeJSON(body []byte, v any) error {
 	if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
 		return fmt.Errorf("%w: %s holds a JSON %s", ErrPayload, te.Field, te.Value)
 	}
+	if json.Valid(body) {
+		// Such as a string where a number goes; the error would quote it.
+		return fmt.Errorf("%w: a value does not fit its field", ErrPayload)
+	}
 	return fmt.Errorf("%w: not JSON", ErrPayload)
 }

@@ -283,8 +283,14 @@ func finish(reports []Report) ([]Report, error) {
 			return nil, fmt.Errorf("%w: an event id that is empty, longer than %d bytes or not printable UTF-8", ErrPayload, EventIDMax)
 		}
 		for _, s := range []*string{&r.Type, &r.Address, &r.MessageID, &r.Code, &r.Detail} {
-			*s = strings.ReplaceAll(strings.ToValidUTF8(*s, "\uFFFD"), "\x00", "\uFFFD")
+			*s = storable(*s)
 		}
 	}
 	return reports, nil
+}
+
+// storable is s as PostgreSQL's text and jsonb store it: each NUL byte and
+// each run of invalid UTF-8 replaced by U+FFFD.
+func storable(s string) string {
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
 }

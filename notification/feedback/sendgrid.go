@@ -148,20 +148,22 @@ type sendgridEvent struct {
 }
 
 // parseSendGrid turns a verified batch of events into one report each.
-// An event without an sg_event_id gets one derived from its bytes.
+// An event without an sg_event_id gets one derived from its bytes. An
+// event this package cannot read (no event name, a field of another type
+// than SendGrid documents) is a report of ClassNone: refusing the batch
+// would lose its other events once SendGrid stops sending it again.
 func parseSendGrid(body []byte) ([]Report, error) {
 	var raws []json.RawMessage
 	if err := decodeJSON(body, &raws); err != nil {
 		return nil, err
 	}
 	reports := make([]Report, 0, len(raws))
-	for i, raw := range raws {
+	for _, raw := range raws {
 		var ev sendgridEvent
-		if err := decodeJSON(raw, &ev); err != nil {
-			return nil, fmt.Errorf("event %d: %w", i, err)
-		}
-		if ev.Event == "" {
-			return nil, fmt.Errorf("%w: event %d has no event name", ErrPayload, i)
+		if err := json.Unmarshal(raw, &ev); err != nil || ev.Event == "" {
+			reports = append(reports, Report{Provider: ProviderSendGrid, EventID: derivedEventID("unreadable", string(raw)),
+				Type: "unreadable", Channel: ChannelMail, Class: ClassNone, Code: CodeIgnored})
+			continue
 		}
 		r := Report{
 			Provider:   ProviderSendGrid,

@@ -193,9 +193,28 @@ func TestParseSendGrid(t *testing.T) {
 
 	t.Run("Unparseable", func(t *testing.T) {
 		t.Parallel()
-		for _, body := range []string{``, `{}`, `[1]`, `[{}]`, `[{"event":7}]`} {
+		for _, body := range []string{``, `{}`, `"events"`} {
 			_, err := feedback.ParseSendGrid([]byte(body))
 			require.ErrorIs(t, err, feedback.ErrPayload, "%s", body)
 		}
+	})
+
+	// An event it cannot read is ignored, not the batch: refusing it would
+	// lose the bounce beside it once SendGrid stopped posting it.
+	t.Run("AnUnreadableEventIsIgnoredNotTheBatch", func(t *testing.T) {
+		t.Parallel()
+		reports, err := feedback.ParseSendGrid([]byte(`[{"event":"bounce","type":"bounce","email":"a@example.com","sg_event_id":"e1"},
+			{"event":"group_unsubscribe","asm_group_id":"newsletter","email":"b@example.com"}, 1, {}, {"event":7}]`))
+		require.NoError(t, err)
+		requireValid(t, reports)
+		require.Len(t, reports, 5)
+		require.Equal(t, feedback.ClassPermanent, reports[0].Class)
+		require.Equal(t, "a@example.com", reports[0].Address)
+		for _, r := range reports[1:] {
+			require.Equal(t, feedback.ClassNone, r.Class)
+			require.Equal(t, "unreadable", r.Type)
+			require.Empty(t, r.Address)
+		}
+		require.NotEqual(t, reports[3].EventID, reports[4].EventID, "each its own id, from its bytes")
 	})
 }
