@@ -79,6 +79,8 @@ func NewPostmark(cfg *PostmarkConfig, store Store) (http.Handler, error) {
 	if err := errors.Join(append(errs, herrs...)...); err != nil {
 		return nil, err
 	}
+	// Postmark retries a post it does not get "200 OK" for.
+	h.success = func(w http.ResponseWriter) { w.WriteHeader(http.StatusOK) }
 	return h, nil
 }
 

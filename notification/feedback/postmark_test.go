@@ -29,8 +29,9 @@ func TestPostmarkReceiver(t *testing.T) {
 		return h
 	}
 	runHandlerCases(t, newHandler, []handlerCase{
-		{name: "Credentials", header: basicAuth("postmark", "new-password-9d3e"), body: body, status: http.StatusNoContent, stored: true},
-		{name: "RotatedCredentials", header: basicAuth("postmark", "old-password-2f1c"), body: body, status: http.StatusNoContent, stored: true},
+		// Postmark asks for a 200 OK, not any 2xx.
+		{name: "Credentials", header: basicAuth("postmark", "new-password-9d3e"), body: body, status: http.StatusOK, stored: true},
+		{name: "RotatedCredentials", header: basicAuth("postmark", "old-password-2f1c"), body: body, status: http.StatusOK, stored: true},
 		{name: "WrongPassword", header: basicAuth("postmark", "new-password-9d3f"), body: body, status: http.StatusUnauthorized, errText: feedback.ErrCredentials.Error()},
 		{name: "WrongUser", header: basicAuth("postmarl", "new-password-9d3e"), body: body, status: http.StatusUnauthorized, errText: feedback.ErrCredentials.Error()},
 		{name: "NoCredentials", body: body, status: http.StatusUnauthorized, errText: feedback.ErrCredentials.Error()},
