@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -143,11 +144,26 @@ func (c *Client) Status(ctx context.Context, id uuid.UUID) (Status, error) {
 	out := Status{Status: st, Channel: st.Lane}
 	if st.State == relay.StateProcessed {
 		out.Outcome = outcomeOf(st.Code)
-		if out.Outcome == OutcomeDelivered || out.Outcome == OutcomeDuplicate {
+		switch out.Outcome {
+		case OutcomeDelivered:
 			out.Reference = st.Result
+		case OutcomeDuplicate:
+			out.Reference = duplicated(st.Timeline)
 		}
 	}
 	return out, err
+}
+
+// duplicated is the provider's reference of the request a duplicate
+// duplicates, which the duplicate's last done entry keeps.
+func duplicated(timeline []relay.Entry) string {
+	for _, e := range slices.Backward(timeline) {
+		if e.Code == CodeDuplicate {
+			ref, _ := e.Detail["reference"].(string)
+			return ref
+		}
+	}
+	return ""
 }
 
 // Summary is a request in brief, as a list of requests shows it.

@@ -436,9 +436,15 @@ func (d *Dispatcher) decideOne(r rules, j *job, dst destination) (res relay.Resu
 	if req.ExpiresAt != nil && !req.ExpiresAt.After(until) {
 		return expired(*req.ExpiresAt, "expires before the quiet window "+w.describe()+" ends"), RuleExpiry, true
 	}
+	// Spread over the jitter, and never past half the time the request
+	// has left after the window: it must still go out before it expires.
+	spread := d.cfg.QuietHoursJitter
+	if req.ExpiresAt != nil {
+		spread = min(spread, req.ExpiresAt.Sub(until)/2)
+	}
 	var jitter time.Duration
-	if d.cfg.QuietHoursJitter > 0 {
-		jitter = rand.N(d.cfg.QuietHoursJitter)
+	if spread > 0 {
+		jitter = rand.N(spread)
 	}
 	return relay.Later(until.Sub(r.now) + jitter).WithCode(CodeQuietHours).WithDetail(map[string]any{
 		"rule": RuleQuietHours, "window": w.describe(), "time_zone": q.TimeZone, "until": until,
@@ -526,7 +532,10 @@ func (d *Dispatcher) claimKeys(ctx context.Context, bind *binding, tx *claimTx, 
 			continue // not another's (released meanwhile, or its own): deliver
 		}
 		d.tel.decided(j.p.Channel, RuleDedup)
-		stopped[k] = relay.DoneWith(first.reference).WithCode(CodeDuplicate).WithDetail(map[string]any{
+		// The first's reference goes in the detail, not the result: a
+		// provider's report that names it is about the first request
+		// only (FindByResult), not about every duplicate of it.
+		stopped[k] = relay.Done().WithCode(CodeDuplicate).WithDetail(map[string]any{
 			"rule": RuleDedup, "duplicate_of": first.eventID.String(), "reference": first.reference})
 	}
 	return nil

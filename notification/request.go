@@ -71,7 +71,9 @@ type Request struct {
 	ExpiresAt time.Time
 	// QuietHoursAsOfStaging decides quiet hours as of the time the request
 	// was staged instead of the time the relay reaches it: staged at
-	// 21:55 for a window from 22:00, it goes out even at 22:05.
+	// 21:55 for a window from 22:00, it goes out even at 22:05. It is the
+	// staging time even with a NotBefore: a request staged at noon for
+	// 03:00 with it goes out at 03:00, inside a 22:00-07:00 window.
 	QuietHoursAsOfStaging bool
 	// DedupKey, when set, lets one request of all those that carry it be
 	// delivered, for the dispatcher's consumer: the first whose delivery

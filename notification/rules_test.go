@@ -296,6 +296,31 @@ func TestQuietHoursAsOfStaging(t *testing.T) {
 	require.Equal(t, "hand", ruleEntry(t, st, notification.RuleQuietHours).Detail["as_of"])
 }
 
+// The jitter that spreads the end of a quiet window never takes a request
+// past its expiry: one that could go when the window ends does.
+func TestQuietHoursJitterStaysBeforeExpiry(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cfg := b.config()
+	cfg.QuietHoursJitter = time.Hour
+	b.run(t, b.dispatcher(t, cfg))
+
+	now := time.Now().UTC()
+	from, to := now.Add(-5*time.Minute), now.Add(30*time.Minute)
+	b.inTx(t, func(tx *sql.Tx) {
+		require.NoError(t, b.client.SetQuietHours(t.Context(), tx, "driver-5", notification.QuietHours{TimeZone: "UTC",
+			Windows: []notification.QuietWindow{{Start: notification.At(from.Hour(), from.Minute()), End: notification.At(to.Hour(), to.Minute())}}}))
+	})
+	end := to.Truncate(time.Minute)
+	expires := end.Add(4 * time.Minute)
+	req := notification.Request{Channel: "sms", Recipient: "+15550005", Subject: "driver-5", ExpiresAt: expires}
+	for _, id := range b.stage(t, req, req, req, req, req) {
+		st := b.waitDeferred(t, id)
+		require.False(t, st.NextAttempt.Before(end), "not before the window ends")
+		require.True(t, st.NextAttempt.Before(expires), "due at %s, past its expiry at %s", st.NextAttempt, expires)
+	}
+}
+
 // waitDeferred waits until id has a quiet-hours entry and returns its
 // status.
 func (b testBundle) waitDeferred(t *testing.T, id uuid.UUID) notification.Status {
@@ -375,6 +400,11 @@ func TestDedupKeys(t *testing.T) {
 		require.Equal(t, notification.OutcomeDelivered, sent.Outcome)
 		require.Equal(t, notification.OutcomeDuplicate, dup.Outcome)
 		require.Equal(t, "msg-1", dup.Reference, "the first receipt, marked as a duplicate")
+		// A provider's report naming msg-1 is about the first only.
+		about, err := b.ob.FindByResult(t.Context(), b.db, notification.Kind, "mail", "msg-1")
+		require.NoError(t, err)
+		require.Len(t, about, 1)
+		require.Equal(t, sent.ID, about[0].ID)
 		require.Equal(t, sent.ID.String(), ruleEntry(t, dup, notification.RuleDedup).Detail["duplicate_of"])
 		require.Equal(t, 1, b.mail.Count(sent.ID)+b.mail.Count(dup.ID), "one provider call")
 		if commit["mail"] == notification.CommitShared {
