@@ -3,6 +3,7 @@ package notification_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,6 +39,16 @@ func TestARetryBeforeTheExpiryIsJudgedOnTheDatabasesClock(t *testing.T) {
 		}
 		return delivery.Delivered()
 	})
+	// And a directory that fails its first lookup: the retry it causes is
+	// judged on the database's clock too, at the next hand.
+	var lookups atomic.Int32
+	cfg.Resolvers = map[string]notification.Resolver{"sms": notification.ResolverFunc(
+		func(_ context.Context, recipients []string) (map[string]string, error) {
+			if lookups.Add(1) == 1 {
+				return nil, errors.New("directory down")
+			}
+			return map[string]string{recipients[0]: "+15550009"}, nil
+		})}
 	rc := b.relayConfig(t)
 	rc.Listener = drivertest.For(t).Listener(t, app)
 	rc.Pipeline = drivertest.For(t).Pipeline()
@@ -52,4 +63,11 @@ func TestARetryBeforeTheExpiryIsJudgedOnTheDatabasesClock(t *testing.T) {
 	require.Equal(t, notification.OutcomeDelivered, st.Outcome, "%+v", st)
 	require.Equal(t, 1, st.Attempts, "one retry, then delivered")
 	require.Equal(t, relay.StateProcessed, st.State)
+
+	id, err = client.Stage(t.Context(), db, module, notification.Request{Channel: "sms", Recipient: "user-9",
+		ExpiresAt: dbNow.Add(5 * time.Minute)})
+	require.NoError(t, err)
+	st = b.waitOutcome(t, id)
+	require.Equal(t, notification.OutcomeDelivered, st.Outcome, "%+v", st)
+	require.Equal(t, 1, st.Attempts, "one retry after the failed lookup, then delivered")
 }

@@ -292,7 +292,7 @@ func (d *Dispatcher) decide(r rules, jobs []job, first map[uuid.UUID]bool) map[i
 	stops := map[int]relay.Result{}
 	for k := range jobs {
 		j := &jobs[k]
-		j.skew = skew
+		j.skew, j.skewKnown = skew, true
 		if !first[j.p.ID] {
 			continue
 		}

@@ -225,8 +225,11 @@ type job struct {
 	ch  channel
 	p   delivery.Pending
 	// skew is the database's clock minus this process's, as the rules
-	// read found it: times are the database's (DESIGN.md).
-	skew time.Duration
+	// read found it: times are the database's (DESIGN.md). skewKnown says
+	// the read happened; before it (a Resolver's failure) no expiry is
+	// judged, and the next hand judges it on the database's clock.
+	skew      time.Duration
+	skewKnown bool
 	// unresolved says why the request's channel's Resolver gave no
 	// address for its recipient that it can go to; nil when it did, or
 	// when the channel has no Resolver.
@@ -681,7 +684,7 @@ func (d *Dispatcher) failed(j job, out delivery.Outcome) relay.Result {
 		return relay.Dead(fmt.Errorf("exhausted after %d attempts: %w", j.p.Attempt, out.Reason())).WithCode(code)
 	}
 	delay := max(d.cfg.Policy.Delay(j.p.Attempt), out.After())
-	if exp := j.req.ExpiresAt; exp != nil && !time.Now().Add(j.skew+delay).Before(*exp) {
+	if exp := j.req.ExpiresAt; exp != nil && j.skewKnown && !time.Now().Add(j.skew+delay).Before(*exp) {
 		d.tel.decided(j.p.Channel, RuleExpiry)
 		return expired(*exp, "expires before its next attempt")
 	}
