@@ -334,7 +334,8 @@ func TestDedupKeyCarriesTheFirstReceiptBeforeTheSettle(t *testing.T) {
 	dup := b.records(t, confirm)
 	for hand := 1; hand <= 2; hand++ {
 		results := handBatch(t, d, dup)
-		require.Equal(t, "done: msg-1", results[0].String(), "hand %d: the duplicate carries the first receipt", hand)
+		require.Equal(t, "msg-1", results[0].Detail()["reference"], "hand %d: the duplicate carries the first receipt", hand)
+		require.Equal(t, "done", results[0].String(), "hand %d: as its own result, none: a report naming msg-1 is the first's", hand)
 		require.Equal(t, notification.CodeDuplicate, results[0].Code(), "hand %d", hand)
 	}
 	require.Zero(t, b.claims(t, dup[0].ID), "a duplicate is no delivery")

@@ -224,6 +224,10 @@ func (r Result) WithDetail(detail map[string]any) Result {
 	return r
 }
 
+// Detail returns r's detail for the timeline entry, or nil; it is r's
+// own, not a copy.
+func (r Result) Detail() map[string]any { return r.detail }
+
 // Done settles the record as processed.
 func Done() Result { return Result{outcome: outcomeDone} }
 
