@@ -313,7 +313,9 @@ func (d *Dispatcher) decide(r rules, jobs []job, first map[uuid.UUID]bool) map[i
 // The dispatcher calls it once per claimed batch and channel, with the
 // distinct recipients, before the recipient rules, so that the
 // suppression of an address applies to the requests that resolve to it,
-// and hands the delivery the address as Pending.Recipient.
+// and hands the delivery the address as Pending.Recipient. Its context
+// ends after Config.DeliveryTimeout; only the requests of its channel
+// wait for it.
 //
 // The map answers each recipient it knows; a recipient it leaves out, or
 // answers with an address staging would refuse as a Recipient (a NUL,
@@ -337,56 +339,58 @@ func (f ResolverFunc) Resolve(ctx context.Context, recipients []string) (map[str
 	return f(ctx, recipients)
 }
 
-// resolve gives the jobs of channels with a Resolver their addresses, one
-// call per channel, and returns them, those it cannot resolve marked
+// byResolver splits jobs into those of channels without a Resolver, ready
+// to be delivered, and those of each channel with one.
+func (d *Dispatcher) byResolver(jobs []job) (ready []job, lookups map[string][]job) {
+	lookups = map[string][]job{}
+	for _, j := range jobs {
+		if _, ok := d.cfg.Resolvers[j.p.Channel]; ok {
+			lookups[j.p.Channel] = append(lookups[j.p.Channel], j)
+			continue
+		}
+		ready = append(ready, j)
+	}
+	return ready, lookups
+}
+
+// resolve gives the jobs of channel, which has a Resolver, their
+// addresses, in one call for their distinct recipients that may take the
+// DeliveryTimeout, and returns them, those it cannot resolve marked
 // unresolved (dead, unless an earlier hand delivered them: decide
-// checks). A failed call retries the channel's jobs as a delivery's
-// Retry is.
-func (d *Dispatcher) resolve(ctx context.Context, b *relay.Batch, jobs []job) []job {
-	byChannel := map[string][]string{}
-	seen := map[[2]string]bool{} // channel, recipient
+// checks). A failed call retries the jobs as a delivery's Retry is.
+func (d *Dispatcher) resolve(ctx context.Context, bind *binding, b *relay.Batch, channel string, jobs []job) []job {
+	var recipients []string
+	seen := map[string]bool{}
 	for _, j := range jobs {
-		to := [2]string{j.p.Channel, j.p.Recipient}
-		if _, ok := d.cfg.Resolvers[j.p.Channel]; ok && !seen[to] {
-			seen[to] = true
-			byChannel[j.p.Channel] = append(byChannel[j.p.Channel], j.p.Recipient)
+		if !seen[j.p.Recipient] {
+			seen[j.p.Recipient] = true
+			recipients = append(recipients, j.p.Recipient)
 		}
 	}
-	if len(byChannel) == 0 {
-		return jobs
-	}
-	addresses := map[string]map[string]string{}
-	failed := map[string]error{}
-	for channel, recipients := range byChannel {
-		m, err := d.cfg.Resolvers[channel].Resolve(ctx, recipients)
-		if err != nil {
-			failed[channel] = fmt.Errorf("resolve the recipients of channel %q: %w", channel, err)
-		}
-		addresses[channel] = m
-	}
-	keep := jobs[:0]
-	for _, j := range jobs {
-		if _, ok := byChannel[j.p.Channel]; !ok {
-			keep = append(keep, j)
-			continue
-		}
-		if err := failed[j.p.Channel]; err != nil {
+	lookupCtx, cancel := context.WithTimeout(ctx, bind.timeout)
+	defer cancel()
+	addresses, err := d.cfg.Resolvers[channel].Resolve(lookupCtx, recipients)
+	if err != nil {
+		err = fmt.Errorf("resolve the recipients of channel %q: %w", channel, err)
+		for _, j := range jobs {
 			b.Answer(j.i, d.failed(j, delivery.Retry(delivery.WithCode(CodeResolveFailed, err))))
-			continue
 		}
+		return nil
+	}
+	for k := range jobs {
+		j := &jobs[k]
 		// The address is checked as staging checks a Recipient.
-		address := addresses[j.p.Channel][j.p.Recipient]
+		address := addresses[j.p.Recipient]
 		switch err := checkRecipient("its address", address); {
 		case address == "":
-			j.unresolved = fmt.Errorf("the Resolver of channel %q has no address for the recipient", j.p.Channel)
+			j.unresolved = fmt.Errorf("the Resolver of channel %q has no address for the recipient", channel)
 		case err != nil:
-			j.unresolved = fmt.Errorf("the Resolver of channel %q answered an address that cannot be stored: %w", j.p.Channel, err)
+			j.unresolved = fmt.Errorf("the Resolver of channel %q answered an address that cannot be stored: %w", channel, err)
 		default:
 			j.p.Recipient = address
 		}
-		keep = append(keep, j)
 	}
-	return keep
+	return jobs
 }
 
 // decideOne applies the rules to one request, going to dst: a result when

@@ -320,7 +320,31 @@ func (d *Dispatcher) HandleBatch(ctx context.Context, b *relay.Batch) {
 		}
 		jobs = append(jobs, j)
 	}
-	jobs = d.resolve(ctx, b, jobs)
+	// The requests of a channel with a Resolver wait for its lookup, and
+	// only they: a slow directory slows its own channel's deliveries.
+	var wg sync.WaitGroup
+	var gone goneAddresses
+	ready, lookups := d.byResolver(jobs)
+	wg.Go(func() { d.deliverJobs(ctx, bind, b, ready, &gone) })
+	for channel, jobs := range lookups {
+		wg.Go(func() { d.deliverJobs(ctx, bind, b, d.resolve(ctx, bind, b, channel, jobs), &gone) })
+	}
+	if len(reports) > 0 || len(receipts) > 0 {
+		// The feedback lane holds one connection per batch (SharedLanes):
+		// its reports, then its receipts, one transaction at a time.
+		wg.Go(func() {
+			d.applyReports(ctx, bind, b, reports)
+			d.fetchReceipts(ctx, bind, b, receipts)
+		})
+	}
+	wg.Wait()
+	d.suppressGone(ctx, bind, gone.list)
+}
+
+// deliverJobs delivers jobs, all ready to be (their addresses resolved):
+// the requests of each shared channel in one transaction, every other
+// request in one of its own, all at once.
+func (d *Dispatcher) deliverJobs(ctx context.Context, bind *binding, b *relay.Batch, jobs []job, gone *goneAddresses) {
 	// A shared channel's jobs make one group, allocated at its size: a job
 	// is large, and growing a group of hundreds by appending copied them
 	// over and again. Any other job is a group of its own.
@@ -345,32 +369,22 @@ func (d *Dispatcher) HandleBatch(ctx context.Context, b *relay.Batch) {
 		}
 		groups[g] = append(groups[g], j)
 	}
-	// One transaction for the whole batch reads the rules in the
-	// statement that claims its requests; more read them once first.
+	// One transaction for all the jobs reads the rules in the statement
+	// that claims its requests; more read them once first.
 	var pre *rules
 	if len(groups) > 1 {
-		if r, err := d.readRules(ctx, bind, jobs); err != nil {
+		r, err := d.readRules(ctx, bind, jobs)
+		if err != nil {
 			d.unsure(b, jobs, err)
-			groups = nil
-		} else {
-			pre = &r
+			return
 		}
+		pre = &r
 	}
 	var wg sync.WaitGroup
-	var gone goneAddresses
 	for _, jobs := range groups {
-		wg.Go(func() { d.deliverAll(ctx, bind, b, jobs, pre, &gone) })
-	}
-	if len(reports) > 0 || len(receipts) > 0 {
-		// The feedback lane holds one connection per batch (SharedLanes):
-		// its reports, then its receipts, one transaction at a time.
-		wg.Go(func() {
-			d.applyReports(ctx, bind, b, reports)
-			d.fetchReceipts(ctx, bind, b, receipts)
-		})
+		wg.Go(func() { d.deliverAll(ctx, bind, b, jobs, pre, gone) })
 	}
 	wg.Wait()
-	d.suppressGone(ctx, bind, gone.list)
 }
 
 // goneAddresses collects the suppressions of the addresses a delivery

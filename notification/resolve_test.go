@@ -6,6 +6,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tidings-go/tidings/delivery"
+	"github.com/tidings-go/tidings/internal/testwait"
 	"github.com/tidings-go/tidings/notification"
 	"github.com/tidings-go/tidings/relay"
 )
@@ -125,6 +127,40 @@ func TestResolvers(t *testing.T) {
 			require.ErrorContains(t, err, name)
 		}
 	})
+}
+
+// A slow directory slows only its own channel (G7): a mail in the same
+// batch as a text whose lookup hangs is delivered on its first attempt
+// while the lookup still hangs; the text is retried when it fails.
+func TestASlowResolverHoldsBackOnlyItsChannel(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	release := make(chan struct{})
+	var once sync.Once
+	t.Cleanup(func() { once.Do(func() { close(release) }) })
+	var returned atomic.Bool
+	cfg := b.config()
+	cfg.Resolvers = map[string]notification.Resolver{"sms": notification.ResolverFunc(
+		func(ctx context.Context, _ []string) (map[string]string, error) {
+			defer returned.Store(true)
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-release:
+				return nil, errors.New("the directory is down")
+			}
+		})}
+	// Staged before the relay runs, so that one batch holds both.
+	ids := b.stage(t, notification.Request{Channel: "sms", Recipient: "user-1", Template: "booked"}, mailTo("user-1"))
+	b.run(t, b.dispatcher(t, cfg))
+
+	st := b.waitOutcome(t, ids[1])
+	require.Equal(t, notification.OutcomeDelivered, st.Outcome)
+	require.Zero(t, st.Attempts, "delivered on its first attempt, not after a timeout")
+	require.False(t, returned.Load(), "delivered while the text's lookup still hangs")
+	once.Do(func() { close(release) })
+	require.Eventually(t, func() bool { return b.status(t, ids[0]).Code == notification.CodeResolveFailed },
+		testwait.Within, 10*time.Millisecond, "the text retried once its lookup failed")
 }
 
 // requestOf returns the request of id among ps.
