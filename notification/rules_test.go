@@ -316,7 +316,7 @@ func TestQuietHoursJitterStaysBeforeExpiry(t *testing.T) {
 	req := notification.Request{Channel: "sms", Recipient: "+15550005", Subject: "driver-5", ExpiresAt: expires}
 	for _, id := range b.stage(t, req, req, req, req, req) {
 		st := b.waitDeferred(t, id)
-		require.False(t, st.NextAttempt.Before(end), "not before the window ends")
+		require.False(t, st.NextAttempt.Before(end), "due at %s, before the window ends at %s: %+v", st.NextAttempt, end, st)
 		require.True(t, st.NextAttempt.Before(expires), "due at %s, past its expiry at %s", st.NextAttempt, expires)
 	}
 }

@@ -442,9 +442,14 @@ func newQueries(schema string) queries {
 			entries AS (DELETE FROM {timeline} WHERE record_id IN (SELECT id FROM gone))
 			SELECT id FROM gone`),
 
+		// The row and its timeline in one statement, one snapshot: read
+		// apart, a settle committing between them showed its entry beside
+		// the row as it was before.
 		status: r.Replace(`SELECT module, lane, kind, created_at, available_at, attempts, hands, unsure, last_error, code,
 				result, processed_at, failed_at, failure_reason, cancelled_at, correlation_id, causation_id, headers,
-				answered_hand, took_ms
+				answered_hand, took_ms,
+				(SELECT coalesce(json_agg(json_build_object('at', at, 'event', event, 'hand', hand, 'code', code,
+					'reason', reason, 'detail', detail) ORDER BY at), '[]') FROM {timeline} WHERE record_id = $1)
 			FROM {t} WHERE id = $1`),
 		// The records of correlation id $1 ($2 the same as a uuid, or
 		// NULL), of kind $3 ('' for any), oldest first, at most $4: those
@@ -461,8 +466,6 @@ func newQueries(schema string) queries {
 			WHERE $3 = '' OR kind = $3
 			ORDER BY created_at, id
 			LIMIT $4`),
-		timeline: r.Replace(`SELECT at, event, hand, code, reason, detail FROM {timeline}
-			WHERE record_id = $1 ORDER BY at`),
 		cancel: r.Replace(`WITH up AS (
 				UPDATE {t} SET cancelled_at = now(), code = '` + CodeCancelled + `'
 				WHERE id = $1 AND {pending}

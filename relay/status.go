@@ -98,15 +98,25 @@ type Entry struct {
 // Settled reports whether the record reached a state it keeps.
 func (s Status) Settled() bool { return s.State != StatePending }
 
-// timeline reads the entries of id, oldest first.
-func (o *Outbox) timeline(ctx context.Context, q dbtx.Queryer, id uuid.UUID) ([]Entry, error) {
-	return collect(ctx, q, "timeline", o.q.timeline, []any{id}, func(rows *sql.Rows, e *Entry) error {
-		var detail []byte
-		if err := rows.Scan(&e.At, &e.Event, &e.Hand, &e.Code, &e.Reason, &detail); err != nil {
-			return err
-		}
-		return json.Unmarshal(detail, &e.Detail)
-	})
+// timeline decodes the entries the status statement aggregated, oldest
+// first.
+func timeline(aggregated []byte) ([]Entry, error) {
+	var rows []struct {
+		At     time.Time      `json:"at"`
+		Event  string         `json:"event"`
+		Hand   int            `json:"hand"`
+		Code   string         `json:"code"`
+		Reason string         `json:"reason"`
+		Detail map[string]any `json:"detail"`
+	}
+	if err := json.Unmarshal(aggregated, &rows); err != nil {
+		return nil, fmt.Errorf("relay: status: the timeline: %w", err)
+	}
+	entries := make([]Entry, len(rows))
+	for i, r := range rows {
+		entries[i] = Entry{At: r.At, Event: r.Event, Hand: r.Hand, Code: r.Code, Reason: r.Reason, Detail: r.Detail}
+	}
+	return entries, nil
 }
 
 // Status returns what is known of the record id, with its timeline, or
@@ -115,11 +125,11 @@ func (o *Outbox) Status(ctx context.Context, q dbtx.Queryer, id uuid.UUID) (Stat
 	st := Status{ID: id}
 	var processed, failed, cancelled sql.NullTime
 	var reason sql.NullString
-	var headers []byte
+	var headers, entries []byte
 	var answeredHand, tookMS int
 	err := q.QueryRowContext(ctx, o.q.status, id).Scan(&st.Module, &st.Lane, &st.Kind, &st.CreatedAt, &st.NextAttempt,
 		&st.Attempts, &st.Hands, &st.Unsure, &st.LastError, &st.Code, &st.Result, &processed, &failed, &reason, &cancelled,
-		&st.CorrelationID, &st.CausationID, &headers, &answeredHand, &tookMS)
+		&st.CorrelationID, &st.CausationID, &headers, &answeredHand, &tookMS, &entries)
 	if errors.Is(err, sql.ErrNoRows) {
 		return st, ErrNotFound
 	}
@@ -136,7 +146,7 @@ func (o *Outbox) Status(ctx context.Context, q dbtx.Queryer, id uuid.UUID) (Stat
 	if st.TraceID != "" {
 		staged.Detail["trace_id"] = st.TraceID
 	}
-	if st.Timeline, err = o.timeline(ctx, q, id); err != nil {
+	if st.Timeline, err = timeline(entries); err != nil {
 		return st, err
 	}
 	st.Timeline = append([]Entry{staged}, st.Timeline...)
