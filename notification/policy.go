@@ -121,8 +121,11 @@ type QuietWindow struct {
 	Days []time.Weekday `json:"days,omitempty"`
 	// Start and End bound the window, in the subject's zone. An End before
 	// Start crosses midnight: 22:00 to 07:00 ends the next morning. An
-	// edge that does not exist on a night the clocks go forward moves
-	// forward with them.
+	// End the clocks skip on the night they go forward is the moment they
+	// jump (02:30 in New York on that night ends the window at 03:00); an
+	// End the clocks show twice on the night they go back is the next of
+	// the two (a request at 01:10 the second time round waits until the
+	// second 01:30).
 	Start TimeOfDay `json:"start"`
 	End   TimeOfDay `json:"end"`
 	// Channels the window holds back; empty means every channel.
@@ -571,10 +574,7 @@ func quietUntil(q QuietHours, loc *time.Location, t time.Time, channel string) (
 func (w QuietWindow) endIfIn(t time.Time) (time.Time, bool) {
 	on := func(d time.Weekday) bool { return len(w.Days) == 0 || slices.Contains(w.Days, d) }
 	tod := TimeOfDayOf(t)
-	at := func(day time.Time, tod TimeOfDay) time.Time {
-		y, m, d := day.Date()
-		return time.Date(y, m, d, int(tod)/3600, int(tod)/60%60, int(tod)%60, 0, t.Location())
-	}
+	at := func(day time.Time, tod TimeOfDay) time.Time { return wallClock(day, tod, t) }
 	switch {
 	case w.Start < w.End:
 		if on(t.Weekday()) && tod >= w.Start && tod < w.End {
@@ -586,6 +586,53 @@ func (w QuietWindow) endIfIn(t time.Time) (time.Time, bool) {
 		return at(t, w.End), true
 	}
 	return time.Time{}, false
+}
+
+// wallClock returns when the clock of day's zone shows tod on day's date:
+// the moment the clocks jump past it when they skip it, and of the two
+// moments they show it when they go back, the first after t (the last if
+// neither is). time.Date leaves both cases to the zone's direction (a
+// skipped time moves back west of UTC).
+func wallClock(day time.Time, tod TimeOfDay, t time.Time) time.Time {
+	y, m, d := day.Date()
+	h, mi, s := int(tod)/3600, int(tod)/60%60, int(tod)%60
+	loc := day.Location()
+	guess := time.Date(y, m, d, h, mi, s, 0, loc)
+	wall := time.Date(y, m, d, h, mi, s, 0, time.UTC)
+	// The wall time read with each offset in effect that day: a valid one
+	// shows the wall time back.
+	var shown, skipped []time.Time
+	seen := map[int]bool{}
+	for _, probe := range []time.Time{guess.Add(-12 * time.Hour), guess, guess.Add(12 * time.Hour)} {
+		_, off := probe.Zone()
+		if seen[off] {
+			continue
+		}
+		seen[off] = true
+		c := wall.Add(-time.Duration(off) * time.Second).In(loc)
+		if cy, cm, cd := c.Date(); cy == y && cm == m && cd == d && c.Hour() == h && c.Minute() == mi && c.Second() == s {
+			shown = append(shown, c)
+		} else {
+			skipped = append(skipped, c)
+		}
+	}
+	slices.SortFunc(shown, time.Time.Compare)
+	switch {
+	case len(shown) == 0 && len(skipped) > 0: // in the gap: when the zone before it ends
+		first := slices.MinFunc(skipped, time.Time.Compare)
+		if _, end := first.ZoneBounds(); !end.IsZero() {
+			return end
+		}
+		return guess
+	case len(shown) == 0:
+		return guess
+	}
+	for _, c := range shown {
+		if c.After(t) {
+			return c
+		}
+	}
+	return shown[len(shown)-1]
 }
 
 // describe writes w for a timeline, such as "22:00-07:00 Mon,Tue (sms)".

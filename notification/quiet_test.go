@@ -44,9 +44,12 @@ func TestQuietUntil(t *testing.T) {
 		// becomes 01:00 EST.
 		{"SpringForwardNewYork", newYork, []QuietWindow{night}, "sms", "2026-03-08 01:30", "2026-03-08 07:00"},
 		{"FallBackNewYork", newYork, []QuietWindow{night}, "sms", "2026-10-31 22:30", "2026-11-01 07:00"},
-		// An edge the clocks skip moves forward with them: 02:30 does not
-		// exist in Berlin that night.
-		{"EdgeInTheGap", berlin, []QuietWindow{{Start: At(1, 0), End: At(2, 30)}}, "sms", "2026-03-29 01:30", "2026-03-29 03:30"},
+		// An end the clocks skip is the moment they jump: 02:30 does not
+		// exist in Berlin that night, nor 02:00 and 02:30 in New York,
+		// where time.Date would move it back to 01:30, an hour early.
+		{"EdgeInTheGap", berlin, []QuietWindow{{Start: At(1, 0), End: At(2, 30)}}, "sms", "2026-03-29 01:30", "2026-03-29 03:00"},
+		{"EdgeInTheGapNewYork", newYork, []QuietWindow{{Start: At(22, 0), End: At(2, 0)}}, "sms", "2026-03-07 23:00", "2026-03-08 03:00"},
+		{"InsideAGapEndNewYork", newYork, []QuietWindow{{Start: At(1, 0), End: At(2, 30)}}, "sms", "2026-03-08 01:45", "2026-03-08 03:00"},
 		// A window is the day it starts on: Friday night's ends Saturday
 		// morning, and Saturday night has none.
 		{"FridayNight", berlin, []QuietWindow{weekdays}, "sms", "2026-06-13 06:00", "2026-06-13 07:00"},
@@ -77,6 +80,29 @@ func TestQuietUntil(t *testing.T) {
 	at := time.Date(2026, 3, 28, 23, 0, 0, 0, berlin)
 	until, _ := quietUntil(QuietHours{Windows: []QuietWindow{night}}, berlin, at, "sms")
 	require.Equal(t, 7*time.Hour, until.Sub(at))
+}
+
+// On the night the clocks go back, a window's end that the clock shows
+// twice is the next of the two: 2026-11-01 01:30 in New York is 05:30 UTC
+// (EDT), and again 06:30 UTC (EST).
+func TestQuietUntilInTheRepeatedHour(t *testing.T) {
+	t.Parallel()
+	newYork, err := time.LoadLocation("America/New_York")
+	require.NoError(t, err)
+	utc := func(hh, mm int) time.Time { return time.Date(2026, 11, 1, hh, mm, 0, 0, time.UTC) }
+	night := QuietHours{Windows: []QuietWindow{{Start: At(22, 0), End: At(1, 30)}}}
+	for _, tc := range []struct {
+		name      string
+		at, until time.Time // zero until: not quiet
+	}{
+		{"FirstTime", utc(5, 10), utc(5, 30)},      // 01:10 EDT
+		{"BetweenTheTwo", utc(5, 45), time.Time{}}, // 01:45 EDT
+		{"SecondTime", utc(6, 10), utc(6, 30)},     // 01:10 EST
+		{"AfterTheSecond", utc(6, 40), time.Time{}},
+	} {
+		until, _ := quietUntil(night, newYork, tc.at, "sms")
+		require.True(t, tc.until.Equal(until), "%s: want %s, got %s", tc.name, tc.until, until)
+	}
 }
 
 // The preference that applies is the most specific row; equally specific
