@@ -196,6 +196,16 @@ func (c Config) withDefaults() Config {
 		c.TransientWindow = TransientWindowDefault
 	}
 	c.Resolvers = maps.Clone(c.Resolvers)
+	if c.Categories != nil {
+		// The dispatcher reads them on every hand: a change the caller
+		// makes later must not race with it.
+		categories := make(map[string]Category, len(c.Categories))
+		for name, cat := range c.Categories {
+			cat.Defaults = maps.Clone(cat.Defaults)
+			categories[name] = cat
+		}
+		c.Categories = categories
+	}
 	if len(c.Receipts) > 0 {
 		receipts := make(map[string]Receipts, len(c.Receipts))
 		for ch, r := range c.Receipts {

@@ -162,17 +162,25 @@ func preferenceCases(t *testing.T, b testBundle) {
 	}
 }
 
+// A category not declared in Config.Categories ends its requests dead,
+// and Config.Categories is the dispatcher's own copy.
 func TestUndeclaredCategoryIsDead(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	cfg := b.config()
-	cfg.Categories = map[string]notification.Category{"booking": {}}
+	cfg.Categories = map[string]notification.Category{"booking": {Defaults: map[string]bool{"mail": true}}}
 	b.run(t, b.dispatcher(t, cfg))
+	// The dispatcher keeps its own: what the caller changes afterwards
+	// changes nothing (and races with nothing).
+	cfg.Categories["bookings"] = notification.Category{}
+	cfg.Categories["booking"].Defaults["mail"] = false
 	id := b.stage(t, notification.Request{Channel: "mail", Recipient: "a@example.com", Category: "bookings"})[0]
 	st := b.waitOutcome(t, id)
 	require.Equal(t, relay.StateDead, st.State)
 	require.Equal(t, notification.CodeUnknownCategory, st.Code)
 	require.Contains(t, st.Reason, `category "bookings" is not declared`)
+	id = b.stage(t, notification.Request{Channel: "mail", Recipient: "a@example.com", Category: "booking"})[0]
+	require.Equal(t, notification.OutcomeDelivered, b.waitOutcome(t, id).Outcome, "its default as configured")
 }
 
 // A request delivered by a hand whose settle was lost is handed again

@@ -3,6 +3,7 @@
 package relaytest
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"sync"
@@ -13,7 +14,8 @@ import (
 )
 
 // StopWithin is how long Supervise may take to return once its context
-// ended before the test fails: its grace period and the settles after.
+// ended, beyond the Config's GracePeriod, before the test fails: the
+// settles and the shutdown after the grace period.
 const StopWithin = 30 * time.Second
 
 // Supervise runs relay.Supervise(db, cfg, sink) until the test ends, and
@@ -23,6 +25,7 @@ const StopWithin = 30 * time.Second
 // safe to call more than once.
 func Supervise(tb testing.TB, db *sql.DB, cfg relay.Config, sink relay.Sink) (stop func()) {
 	tb.Helper()
+	within := cmp.Or(cfg.GracePeriod, relay.GracePeriodDefault) + StopWithin
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -43,8 +46,8 @@ func Supervise(tb testing.TB, db *sql.DB, cfg relay.Config, sink relay.Sink) (st
 				if err != nil {
 					tb.Errorf("relaytest: Supervise: %v", err)
 				}
-			case <-time.After(StopWithin):
-				tb.Errorf("relaytest: Supervise did not return within %s of its context ending", StopWithin)
+			case <-time.After(within):
+				tb.Errorf("relaytest: Supervise did not return within %s of its context ending", within)
 			}
 		})
 	}
