@@ -34,7 +34,10 @@
 //     message. Every message would fail the same way, and the operator can
 //     fix it: retrying keeps the requests until the retry policy's attempts
 //     run out, with the reason "sms: twilio refused the credentials (401)",
-//     instead of making the whole backlog dead at once;
+//     instead of making the whole backlog dead at once. So are the errors
+//     that refuse Config.From ([APIError.Sender]: 21212, 21601, 21606,
+//     21659, 21661, such as a number still being ported), with "sms:
+//     twilio refused the sender (400): error 21606";
 //   - 429 and 5xx, an unreachable Twilio, a cancelled context, the
 //     delivery's deadline or [Config.Timeout] are [delivery.Retry], after
 //     the wait a Retry-After header names.
@@ -68,12 +71,12 @@
 // # Concurrency
 //
 // A [Delivery] is safe for concurrent use, and each Deliver makes one
-// call, so the relay's LaneLimit bounds the calls in flight: Twilio drops
-// a repeated message, so the channel's requests share a commit, and a
-// batch calls Twilio for all of its requests at once: up to LaneLimit
-// calls in two batches (375 with the relay's defaults). An account's
-// concurrency limit answers the excess with 429, which is retried; set
-// LaneLimit below that limit to avoid it.
+// call, so the relay bounds the calls in flight: Twilio does not drop a
+// repeated message, so each request commits alone and holds a connection,
+// and a channel has at most three quarters of the relay's Connections in
+// flight (50 by default). An account's concurrency limit answers the
+// excess with 429, which is retried; set Connections below that limit to
+// avoid it.
 //
 // sms imports only [delivery], its internal helpers and the standard
 // library.

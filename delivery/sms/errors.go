@@ -63,6 +63,8 @@ func (e *APIError) Error() string {
 	switch {
 	case e.Credentials():
 		msg = "sms: twilio refused the credentials (" + strconv.Itoa(e.StatusCode) + ")"
+	case e.Sender():
+		msg = "sms: twilio refused the sender (" + strconv.Itoa(e.StatusCode) + ")"
 	case e.Deferred():
 		msg = "sms: twilio deferred the message (" + strconv.Itoa(e.StatusCode) + ")"
 	}
@@ -77,6 +79,19 @@ func (e *APIError) Error() string {
 // not do this, such as a suspended account).
 func (e *APIError) Credentials() bool {
 	return e.StatusCode == 401 || e.StatusCode == 403
+}
+
+// Sender reports whether Twilio refused the sender rather than the
+// message: Config.From is not a valid number (21212), not one of the
+// account's (21601, 21659), not message-capable, for this destination or
+// at all (21606, 21661, such as a number still being ported).
+func (e *APIError) Sender() bool {
+	switch e.Code {
+	case 21212, 21601, 21606, 21659, 21661:
+		return true
+	default:
+		return false
+	}
 }
 
 // Deferred reports whether Twilio refused the message for now, not for

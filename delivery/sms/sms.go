@@ -136,7 +136,7 @@ func answer(resp httpcall.Response) delivery.Outcome {
 		return delivery.DeliveredWithReference(msg.SID)
 	case code >= 400 && code < 500:
 		e := newAPIError(code, resp.Body)
-		if e.Credentials() || e.Deferred() {
+		if e.Credentials() || e.Sender() || e.Deferred() {
 			return delivery.Retry(e)
 		}
 		return delivery.Reject(e)

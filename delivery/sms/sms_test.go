@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -229,6 +230,25 @@ func TestDeliver(t *testing.T) {
 			require.Len(t, b.twilio.Requests(), 1)
 		})
 	}
+
+	// Twilio refusing Config.From refuses every text alike, and the
+	// operator can fix it: kept, not the whole backlog dead at once. An
+	// error of the message's own stays a Reject.
+	t.Run("SenderRefused", func(t *testing.T) {
+		t.Parallel()
+		for code, kind := range map[int]delivery.Kind{
+			21212: delivery.KindRetry, 21601: delivery.KindRetry, 21606: delivery.KindRetry,
+			21659: delivery.KindRetry, 21661: delivery.KindRetry, 21610: delivery.KindReject,
+		} {
+			b := setup(t)
+			b.twilio.FailWith(http.StatusBadRequest, twilioErrorBody(400, code, "The 'From' number +15005550006 is not valid"))
+			outcome := b.sender.Deliver(t.Context(), newPending("otp", otpData()))
+			require.Equal(t, kind, outcome.Kind(), "error %d: %v", code, outcome)
+			if kind == delivery.KindRetry {
+				require.Equal(t, fmt.Sprintf("sms: twilio refused the sender (400): error %d", code), outcome.Reason().Error())
+			}
+		}
+	})
 
 	t.Run("WrongCredentials", func(t *testing.T) {
 		t.Parallel()
