@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/url"
 	"net/http"
 	"regexp"
 	"slices"
@@ -52,6 +53,15 @@ type Config struct {
 	// one of From and MessagingServiceSID is required.
 	MessagingServiceSID string
 
+	// StatusCallback, when set, is the absolute http or https URL Twilio
+	// posts each message's status changes to, sent with every message as
+	// StatusCallback: the URL of the feedback.NewTwilio receiver (its
+	// TwilioConfig.URL, which Twilio signs). Without it Twilio posts
+	// statuses only for a Messaging Service that has a callback of its
+	// own, so with From no undelivered text or unknown number is ever
+	// reported. It may carry credentials: no error quotes it.
+	StatusCallback string
+
 	// Templates holds the messages the application can send: name to the
 	// body's [text/template] source, rendered with the request's
 	// [delivery.Pending.Data] as dot. At least one is required, and none
@@ -85,6 +95,7 @@ type settings struct {
 	authToken  string
 	from       string
 	serviceSID string
+	callback   string // StatusCallback
 	caller     httpcall.Caller
 	templates  map[string]*render.Template
 }
@@ -100,6 +111,7 @@ func (cfg *Config) validate() (*settings, error) {
 		authToken:  cfg.AuthToken,
 		from:       cfg.From,
 		serviceSID: cfg.MessagingServiceSID,
+		callback:   cfg.StatusCallback,
 		caller: httpcall.Caller{
 			Name:        "sms",
 			Client:      cfg.HTTPClient,
@@ -138,6 +150,12 @@ func (cfg *Config) validate() (*settings, error) {
 		fail("Config.MessagingServiceSID %q is not a Messaging Service SID (MG and 32 hex digits)", cfg.MessagingServiceSID)
 	case strings.ContainsFunc(cfg.From, func(r rune) bool { return r < ' ' || r == 0x7f }):
 		fail("Config.From contains a control character")
+	}
+
+	if cfg.StatusCallback != "" {
+		if u, err := url.Parse(cfg.StatusCallback); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			fail("Config.StatusCallback is not an absolute http or https URL")
+		}
 	}
 
 	if err := s.caller.Configure(cfg.Timeout, TimeoutDefault); err != nil {

@@ -90,6 +90,9 @@ func (d *Delivery) Deliver(ctx context.Context, p delivery.Pending) delivery.Out
 	} else {
 		form.Set("From", d.s.from)
 	}
+	if d.s.callback != "" {
+		form.Set("StatusCallback", d.s.callback)
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.s.endpoint, strings.NewReader(form.Encode()))
 	if err != nil {
 		// The endpoint was validated in New: this is a bug, and the error

@@ -80,6 +80,19 @@ func TestDeliver(t *testing.T) {
 		require.NotContains(t, got[0].Form, "From")
 	})
 
+	// Twilio posts a message's statuses only where the create call, or a
+	// Messaging Service, names a callback: with From, only StatusCallback
+	// brings the reports of undelivered texts.
+	t.Run("StatusCallback", func(t *testing.T) {
+		t.Parallel()
+		const callback = "https://hooks.example.com/feedback/twilio?app=bookings"
+		b := setup(t, func(cfg *sms.Config) { cfg.StatusCallback = callback })
+
+		outcome := b.sender.Deliver(t.Context(), newPending("otp", otpData()))
+		require.Equal(t, delivery.KindDelivered, outcome.Kind(), "%v", outcome)
+		require.Equal(t, callback, b.twilio.Requests()[0].Form.Get("StatusCallback"))
+	})
+
 	t.Run("NestedValues", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -477,6 +490,8 @@ func TestNew(t *testing.T) {
 		{"RelativeBaseURL", func(c *sms.Config) { c.BaseURL = "/twilio" }, "Config.BaseURL"},
 		{"BaseURLWithQuery", func(c *sms.Config) { c.BaseURL = "https://api.twilio.com?x=1" }, "Config.BaseURL"},
 		{"NegativeTimeout", func(c *sms.Config) { c.Timeout = -time.Second }, "Config.Timeout is negative"},
+		{"RelativeStatusCallback", func(c *sms.Config) { c.StatusCallback = "/feedback/twilio" }, "Config.StatusCallback is not an absolute"},
+		{"StatusCallbackNotHTTP", func(c *sms.Config) { c.StatusCallback = "ftp://user:" + testAuthToken + "@example.com/cb" }, "Config.StatusCallback"},
 		{"NoTemplates", func(c *sms.Config) { c.Templates = nil }, "Config.Templates is empty"},
 		{"EmptyTemplate", func(c *sms.Config) { c.Templates["blank"] = "" }, `Config.Templates["blank"] is empty`},
 		{"UnnamedTemplate", func(c *sms.Config) { c.Templates[""] = "Hi" }, "Config.Templates: a template's name is empty"},

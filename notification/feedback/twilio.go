@@ -22,8 +22,9 @@ type TwilioConfig struct {
 	HandlerConfig
 
 	// URL is the full public URL Twilio posts to, exactly as it is
-	// configured at Twilio (the StatusCallback of the messages, and the
-	// number's messaging webhook), query included: Twilio signs it, and
+	// configured at Twilio (the StatusCallback of the messages, which the
+	// sms module sends as its Config.StatusCallback, and the number's
+	// messaging webhook), query included: Twilio signs it, and
 	// behind a proxy the receiver cannot know it from the request.
 	// Required: an absolute http or https URL.
 	URL string
