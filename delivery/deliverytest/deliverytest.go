@@ -3,6 +3,7 @@ package deliverytest
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -242,6 +243,12 @@ func pending(t tb, s Subject) delivery.Pending {
 	for i, secret := range s.Secrets {
 		require.GreaterOrEqual(t, len(secret), minSearched, "Subject.Secrets[%d] must be at least %d bytes long", i, minSearched)
 	}
+	// A one-time code the template could render: never in a reason.
+	p.Secrets = maps.Clone(p.Secrets)
+	if p.Secrets == nil {
+		p.Secrets = map[string]string{}
+	}
+	p.Secrets[plantedSecretKey] = "dtcode-" + p.ID.String()[:8]
 	if p.Data != nil {
 		b, err := json.Marshal(p.Data)
 		require.NoError(t, err, "Subject.Pending's Data does not encode as JSON")
@@ -284,7 +291,16 @@ func checkOutcome(t tb, s Subject, p delivery.Pending, out delivery.Outcome) {
 			t.Errorf("the %s holds the template data value %q: %s", what, v, out)
 		}
 	}
+	for k, v := range p.Secrets {
+		if len(v) >= minSearched && strings.Contains(text, strings.ToLower(v)) {
+			t.Errorf("the %s holds the secret %q of Pending.Secrets: %s", what, k, out)
+		}
+	}
 }
+
+// plantedSecretKey is the key of the secret the suite adds to every
+// request's Secrets, as a verification code would be.
+const plantedSecretKey = "deliverytest_code"
 
 // dataStrings returns the strings among data's values, nested maps and
 // slices included, sorted. data is as JSON decodes it (see pending).
@@ -315,7 +331,8 @@ func dataStrings(data map[string]any) []string {
 func errorBody(p delivery.Pending, secrets []string) string {
 	text := marker + "; recipient " + p.Recipient +
 		"; credentials " + strings.Join(secrets, " ") +
-		"; data " + strings.Join(dataStrings(p.Data), " ")
+		"; data " + strings.Join(dataStrings(p.Data), " ") +
+		"; code " + strings.Join(slices.Sorted(maps.Values(p.Secrets)), " ")
 	var b strings.Builder
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)

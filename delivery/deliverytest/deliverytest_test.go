@@ -67,6 +67,7 @@ func TestSuiteCatchesFaults(t *testing.T) {
 				"the reason holds the template data value \"Ada Lovelace\"",
 				"the reason holds the template data value \"SKU-4711-X\"",
 				"the reason holds the template data value \"Enchantress\"",
+				"the reason holds the secret \"deliverytest_code\" of Pending.Secrets",
 			},
 		},
 		{

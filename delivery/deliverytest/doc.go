@@ -24,12 +24,14 @@
 //   - ProviderErrorsStayOutOfReasons (remote): a provider's 500 is a Retry
 //     and its 400 a Retry or a Reject, and neither reason quotes the
 //     provider's body (the suite plants a marker, the recipient, the
-//     secrets and the template data in it).
+//     secrets, the template data and a template secret in it).
 //
 // Every outcome the suite gets is also checked for what a reason must never
 // hold, since reasons are stored in failure_reason and logged: the
-// recipient, any of [Subject.Secrets] and any string of Pending.Data of 4
-// bytes or more (shorter ones match innocent text such as a status code).
+// recipient, any of [Subject.Secrets], any of Pending.Secrets (the suite
+// adds one to every request, as a verification code would be) and any
+// string of Pending.Data of 4 bytes or more (shorter ones match innocent
+// text such as a status code).
 // A delivered outcome's reference is checked the same way. The search
 // ignores case.
 //
