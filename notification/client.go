@@ -119,7 +119,8 @@ type Status struct {
 	Channel string
 	// Outcome is what became of a processed request: delivered, or
 	// stopped by a recipient rule (skipped, expired, duplicate,
-	// suppressed); "" for a request that is not processed.
+	// suppressed); "" for a request that is not processed, and for a
+	// record of another kind (a provider's report, a receipts record).
 	Outcome Outcome
 	// Reference is the provider's reference of a delivered request (the
 	// relay's Result), or of the request a duplicate duplicates; "" for
@@ -142,7 +143,7 @@ type Status struct {
 func (c *Client) Status(ctx context.Context, id uuid.UUID) (Status, error) {
 	st, err := c.ob.Status(ctx, c.db, id)
 	out := Status{Status: st, Channel: st.Lane}
-	if st.State == relay.StateProcessed {
+	if st.State == relay.StateProcessed && st.Kind == Kind {
 		out.Outcome = outcomeOf(st.Code)
 		switch out.Outcome {
 		case OutcomeDelivered:

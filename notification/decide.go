@@ -367,9 +367,7 @@ func (d *Dispatcher) resolve(ctx context.Context, bind *binding, b *relay.Batch,
 			recipients = append(recipients, j.p.Recipient)
 		}
 	}
-	lookupCtx, cancel := context.WithTimeout(ctx, bind.timeout)
-	defer cancel()
-	addresses, err := d.cfg.Resolvers[channel].Resolve(lookupCtx, recipients)
+	addresses, err := d.lookup(ctx, bind, channel, recipients)
 	if err != nil {
 		err = fmt.Errorf("resolve the recipients of channel %q: %w", channel, err)
 		for _, j := range jobs {
@@ -391,6 +389,22 @@ func (d *Dispatcher) resolve(ctx context.Context, bind *binding, b *relay.Batch,
 		}
 	}
 	return jobs
+}
+
+// lookup asks channel's Resolver for the addresses of recipients, within
+// the DeliveryTimeout, turning a panic into an error that is tried again
+// as a failed lookup is: a directory's bug must not take the process
+// down, with every delivery in it, at each hand.
+func (d *Dispatcher) lookup(ctx context.Context, bind *binding, channel string, recipients []string) (addresses map[string]string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			d.log.ErrorContext(ctx, "resolver panicked", "channel", channel, "panic", r)
+			addresses, err = nil, fmt.Errorf("the Resolver panicked: %v", r)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(ctx, bind.timeout)
+	defer cancel()
+	return d.cfg.Resolvers[channel].Resolve(ctx, recipients)
 }
 
 // decideOne applies the rules to one request, going to dst: a result when

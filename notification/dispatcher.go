@@ -408,6 +408,13 @@ func (g *goneAddresses) add(s Suppression) {
 // logged: the request is dead with its reason either way, and the next
 // answer of the same suppresses the address.
 func (d *Dispatcher) suppressGone(ctx context.Context, bind *binding, gone []Suppression) {
+	if len(gone) == 0 {
+		return
+	}
+	// The hand's context may have ended with its deliveries: the
+	// suppression is owed all the same.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitSlack)
+	defer cancel()
 	for _, s := range gone {
 		if err := bind.policy.insertSuppression(ctx, bind.db, s); err != nil {
 			d.log.WarnContext(ctx, "could not suppress an address its provider said is gone", "channel", s.Channel,

@@ -208,6 +208,9 @@ func testDispatcher(t *testing.T, _ drivertest.Driver) {
 		require.NoError(t, err)
 
 		require.Equal(t, relay.StateProcessed, b.waitSettled(t, other).State, "not a request: accepted and ignored")
+		ignored, err := b.client.Status(t.Context(), other)
+		require.NoError(t, err)
+		require.Empty(t, ignored.Outcome, "not a request: no request's outcome, delivered least of all")
 		st := b.waitSettled(t, fax)
 		require.Equal(t, relay.StateDead, st.State)
 		require.Equal(t, `no delivery is registered for channel "fax"`, st.Reason)

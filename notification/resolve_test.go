@@ -163,6 +163,23 @@ func TestASlowResolverHoldsBackOnlyItsChannel(t *testing.T) {
 		testwait.Within, 10*time.Millisecond, "the text retried once its lookup failed")
 }
 
+// A Resolver that panics is a failed lookup, retried as the Policy says:
+// the process, and every other delivery in it, goes on.
+func TestAPanickingResolverIsAFailedLookup(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cfg := b.config()
+	cfg.Resolvers = map[string]notification.Resolver{"sms": notification.ResolverFunc(
+		func(context.Context, []string) (map[string]string, error) { panic("directory bug") })}
+	ids := b.stage(t, notification.Request{Channel: "sms", Recipient: "user-1", Template: "booked"}, mailTo("user-1"))
+	b.run(t, b.dispatcher(t, cfg))
+
+	require.Equal(t, notification.OutcomeDelivered, b.waitOutcome(t, ids[1]).Outcome)
+	require.Eventually(t, func() bool { return b.status(t, ids[0]).Code == notification.CodeResolveFailed },
+		testwait.Within, 10*time.Millisecond, "the text retried as a failed lookup")
+	require.Contains(t, b.status(t, ids[0]).LastError, "the Resolver panicked: directory bug")
+}
+
 // requestOf returns the request of id among ps.
 func requestOf(t *testing.T, ps []delivery.Pending, id uuid.UUID) delivery.Pending {
 	t.Helper()

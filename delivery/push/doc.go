@@ -14,7 +14,8 @@
 // Deliver first turns the request into a push, without any call: it checks
 // that [delivery.Pending.Recipient] is an Expo push token
 // ("ExponentPushToken[...]" or "ExpoPushToken[...]", as the app got it from
-// getExpoPushTokenAsync), finds the template and renders it. A template
+// getExpoPushTokenAsync, or the bare UUID form Expo's SDK also accepts),
+// finds the template and renders it. A template
 // that refers to a value the request does not carry fails, naming the
 // value: the request is dead at once ([delivery.Reject] with a
 // [*TemplateError]) instead of a notification that says "<no value>".

@@ -68,7 +68,7 @@ type Config struct {
 
 	// HTTPClient makes the calls. Nil means a client of the package's own
 	// on [http.DefaultTransport]. A given client is copied and redirects
-	// are never followed (a 3xx is an answer, and a Reject), whatever its
+	// are never followed (a 3xx is an answer, and a Retry), whatever its
 	// CheckRedirect says; its Transport, Jar and Timeout are used as they
 	// are. The Delivery does not own the client: it never closes its idle
 	// connections.
