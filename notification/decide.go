@@ -342,6 +342,9 @@ func (f ResolverFunc) Resolve(ctx context.Context, recipients []string) (map[str
 // byResolver splits jobs into those of channels without a Resolver, ready
 // to be delivered, and those of each channel with one.
 func (d *Dispatcher) byResolver(jobs []job) (ready []job, lookups map[string][]job) {
+	if len(d.cfg.Resolvers) == 0 {
+		return jobs, nil // no copy of the (large) jobs
+	}
 	lookups = map[string][]job{}
 	for _, j := range jobs {
 		if _, ok := d.cfg.Resolvers[j.p.Channel]; ok {
