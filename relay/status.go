@@ -79,20 +79,22 @@ type Status struct {
 // Entry is one change in a record's timeline, written in the transaction
 // that made the change. The first (staged) and a last done are read from
 // the record's row, which that transaction wrote: a record delivered at
-// its first hand has no entry of its own in the timeline table.
+// its first hand has no entry of its own in the timeline table. It
+// encodes as JSON with lower-case names, as the status statement reads it
+// and tidings status --json prints it.
 type Entry struct {
-	At    time.Time
-	Event string // staged, done, retry, dead, unsure, release, lost, cancelled, reemitted, or a sink's (Outbox.Note)
-	Hand  int    // the hand it belongs to; 0 for staged, cancelled and reemitted
-	Code  string // stable machine code of Reason
+	At    time.Time `json:"at"`
+	Event string    `json:"event"`          // staged, done, retry, dead, unsure, release, lost, cancelled, reemitted, or a sink's (Outbox.Note)
+	Hand  int       `json:"hand"`           // the hand it belongs to; 0 for staged, cancelled and reemitted
+	Code  string    `json:"code,omitempty"` // stable machine code of Reason
 	// Reason is why (a retry's or a death's reason, an earlier death's for
 	// reemitted), or for done the sink's result, such as a provider's
 	// reference.
-	Reason string
+	Reason string `json:"reason,omitempty"`
 	// Detail holds what else the change knew: took_ms (the hand, from its
 	// claim to its answer), due (a record that stays pending), was (the
 	// state a re-emit found) and its figures; for staged, trace_id.
-	Detail map[string]any
+	Detail map[string]any `json:"detail,omitempty"`
 }
 
 // Settled reports whether the record reached a state it keeps.
@@ -101,20 +103,9 @@ func (s Status) Settled() bool { return s.State != StatePending }
 // timeline decodes the entries the status statement aggregated, oldest
 // first.
 func timeline(aggregated []byte) ([]Entry, error) {
-	var rows []struct {
-		At     time.Time      `json:"at"`
-		Event  string         `json:"event"`
-		Hand   int            `json:"hand"`
-		Code   string         `json:"code"`
-		Reason string         `json:"reason"`
-		Detail map[string]any `json:"detail"`
-	}
-	if err := json.Unmarshal(aggregated, &rows); err != nil {
+	var entries []Entry
+	if err := json.Unmarshal(aggregated, &entries); err != nil {
 		return nil, fmt.Errorf("relay: status: the timeline: %w", err)
-	}
-	entries := make([]Entry, len(rows))
-	for i, r := range rows {
-		entries[i] = Entry{At: r.At, Event: r.Event, Hand: r.Hand, Code: r.Code, Reason: r.Reason, Detail: r.Detail}
 	}
 	return entries, nil
 }

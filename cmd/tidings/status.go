@@ -120,36 +120,26 @@ func runStatus(ctx context.Context, e *env, c *command, args []string) int {
 
 // statusView is a request's status as the command shows it.
 type statusView struct {
-	ID            uuid.UUID   `json:"id"`
-	State         relay.State `json:"state"`
-	Outcome       string      `json:"outcome,omitempty"` // what became of a processed request: delivered, suppressed...
-	Module        string      `json:"module"`
-	Channel       string      `json:"channel"`
-	Kind          string      `json:"kind"`
-	Attempts      int         `json:"attempts"`
-	Hands         int         `json:"hands"`
-	Unsure        int         `json:"unsure"`
-	Code          string      `json:"code,omitempty"`
-	Reason        string      `json:"reason,omitempty"`     // why a dead request died
-	LastError     string      `json:"last_error,omitempty"` // the last retry's reason
-	Reference     string      `json:"reference,omitempty"`  // the provider's, once delivered
-	NextAttempt   *time.Time  `json:"next_attempt,omitempty"`
-	StagedAt      time.Time   `json:"staged_at"`
-	SettledAt     *time.Time  `json:"settled_at,omitempty"`
-	CorrelationID string      `json:"correlation_id"`
-	CausationID   string      `json:"causation_id,omitempty"`
-	TraceID       string      `json:"trace_id,omitempty"`
-	Timeline      []entryView `json:"timeline"`
-}
-
-// entryView is a timeline entry as the command shows it.
-type entryView struct {
-	At     time.Time      `json:"at"`
-	Event  string         `json:"event"`
-	Hand   int            `json:"hand"`
-	Code   string         `json:"code,omitempty"`
-	Reason string         `json:"reason,omitempty"`
-	Detail map[string]any `json:"detail,omitempty"`
+	ID            uuid.UUID     `json:"id"`
+	State         relay.State   `json:"state"`
+	Outcome       string        `json:"outcome,omitempty"` // what became of a processed request: delivered, suppressed...
+	Module        string        `json:"module"`
+	Channel       string        `json:"channel"`
+	Kind          string        `json:"kind"`
+	Attempts      int           `json:"attempts"`
+	Hands         int           `json:"hands"`
+	Unsure        int           `json:"unsure"`
+	Code          string        `json:"code,omitempty"`
+	Reason        string        `json:"reason,omitempty"`     // why a dead request died
+	LastError     string        `json:"last_error,omitempty"` // the last retry's reason
+	Reference     string        `json:"reference,omitempty"`  // the provider's, once delivered
+	NextAttempt   *time.Time    `json:"next_attempt,omitempty"`
+	StagedAt      time.Time     `json:"staged_at"`
+	SettledAt     *time.Time    `json:"settled_at,omitempty"`
+	CorrelationID string        `json:"correlation_id"`
+	CausationID   string        `json:"causation_id,omitempty"`
+	TraceID       string        `json:"trace_id,omitempty"`
+	Timeline      []relay.Entry `json:"timeline"`
 }
 
 func viewStatus(st notification.Status) statusView {
@@ -157,10 +147,7 @@ func viewStatus(st notification.Status) statusView {
 		Attempts: st.Attempts, Hands: st.Hands, Unsure: st.Unsure, Code: st.Code, Reason: st.Reason,
 		LastError: st.LastError, Reference: st.Reference, NextAttempt: optTime(st.NextAttempt),
 		StagedAt: st.CreatedAt, SettledAt: optTime(st.SettledAt), CorrelationID: st.CorrelationID,
-		CausationID: st.CausationID, TraceID: st.TraceID, Timeline: make([]entryView, len(st.Timeline))}
-	for i, en := range st.Timeline {
-		v.Timeline[i] = entryView{At: en.At, Event: en.Event, Hand: en.Hand, Code: en.Code, Reason: en.Reason, Detail: en.Detail}
-	}
+		CausationID: st.CausationID, TraceID: st.TraceID, Timeline: st.Timeline}
 	return v
 }
 
