@@ -14,12 +14,13 @@ const (
 
 // Codes of the reasons the delivery modules give.
 const (
-	CodeNoID             = "request.no_id"          // ErrNoID
-	CodeInvalidRecipient = "recipient.invalid"      // the recipient is no address the module understands
-	CodeRecipientGone    = "recipient.gone"         // the provider says the address is gone for good (an app removed, an endpoint's 410): a Reject with it suppresses the address
-	CodeUnknownTemplate  = "template.unknown"       // the request names a template the module does not have
-	CodeMissingValue     = "template.missing_value" // a template needs a value the request does not carry
-	CodeTemplateFailed   = "template.failed"        // a template failed to render otherwise
+	CodeNoID                  = "request.no_id"          // ErrNoID
+	CodeInvalidRecipient      = "recipient.invalid"      // the recipient is no address the module understands
+	CodeRecipientGone         = "recipient.gone"         // the provider says the address cannot receive messages, for good (an app removed, an endpoint's 410, an unknown mailbox, a landline for a text): a Reject with it suppresses the address
+	CodeRecipientUnsubscribed = "recipient.unsubscribed" // the provider says the person asked it for no more messages (an SMS STOP): a Reject with it suppresses the address as their unsubscribe, which their resubscribe lifts
+	CodeUnknownTemplate       = "template.unknown"       // the request names a template the module does not have
+	CodeMissingValue          = "template.missing_value" // a template needs a value the request does not carry
+	CodeTemplateFailed        = "template.failed"        // a template failed to render otherwise
 )
 
 // Coder is an error that carries a stable machine code beside its text,

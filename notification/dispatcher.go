@@ -244,7 +244,9 @@ type job struct {
 // all at once. A request its delivery rejects with
 // delivery.CodeRecipientGone is dead, and its address is suppressed
 // (class permanent, reason recipient.gone) once the batch's transactions
-// end, as a provider's report of it would have it.
+// end, as a provider's report of it would have it; with
+// delivery.CodeRecipientUnsubscribed, the same as the person's
+// unsubscribe (class unsubscribe, which their resubscribe lifts).
 //
 // A provider's report (KindReport) is applied once, through the inbox,
 // in one transaction with its effects:
@@ -323,11 +325,11 @@ func (d *Dispatcher) HandleBatch(ctx context.Context, b *relay.Batch) {
 	// The requests of a channel with a Resolver wait for its lookup, and
 	// only they: a slow directory slows its own channel's deliveries.
 	var wg sync.WaitGroup
-	var gone goneAddresses
+	var refused refusedAddresses
 	ready, lookups := d.byResolver(jobs)
-	wg.Go(func() { d.deliverJobs(ctx, bind, b, ready, &gone) })
+	wg.Go(func() { d.deliverJobs(ctx, bind, b, ready, &refused) })
 	for channel, jobs := range lookups {
-		wg.Go(func() { d.deliverJobs(ctx, bind, b, d.resolve(ctx, bind, b, channel, jobs), &gone) })
+		wg.Go(func() { d.deliverJobs(ctx, bind, b, d.resolve(ctx, bind, b, channel, jobs), &refused) })
 	}
 	if len(reports) > 0 || len(receipts) > 0 {
 		// The feedback lane holds one connection per batch (SharedLanes):
@@ -338,13 +340,13 @@ func (d *Dispatcher) HandleBatch(ctx context.Context, b *relay.Batch) {
 		})
 	}
 	wg.Wait()
-	d.suppressGone(ctx, bind, gone.list)
+	d.suppressRefused(ctx, bind, refused.list)
 }
 
 // deliverJobs delivers jobs, all ready to be (their addresses resolved):
 // the requests of each shared channel in one transaction, every other
 // request in one of its own, all at once.
-func (d *Dispatcher) deliverJobs(ctx context.Context, bind *binding, b *relay.Batch, jobs []job, gone *goneAddresses) {
+func (d *Dispatcher) deliverJobs(ctx context.Context, bind *binding, b *relay.Batch, jobs []job, refused *refusedAddresses) {
 	// A shared channel's jobs make one group, allocated at its size: a job
 	// is large, and growing a group of hundreds by appending copied them
 	// over and again. Any other job is a group of its own.
@@ -382,42 +384,52 @@ func (d *Dispatcher) deliverJobs(ctx context.Context, bind *binding, b *relay.Ba
 	}
 	var wg sync.WaitGroup
 	for _, jobs := range groups {
-		wg.Go(func() { d.deliverAll(ctx, bind, b, jobs, pre, gone) })
+		wg.Go(func() { d.deliverAll(ctx, bind, b, jobs, pre, refused) })
 	}
 	wg.Wait()
 }
 
-// goneAddresses collects the suppressions of the addresses a delivery
-// answered gone (delivery.CodeRecipientGone) in a batch's transactions.
-type goneAddresses struct {
+// refusedAddresses collects the suppressions of the addresses a
+// delivery's answer refused for good in a batch's transactions (see
+// suppressedBy).
+type refusedAddresses struct {
 	mu   sync.Mutex
 	list []Suppression
 }
 
-func (g *goneAddresses) add(s Suppression) {
+func (g *refusedAddresses) add(s Suppression) {
 	g.mu.Lock()
 	g.list = append(g.list, s)
 	g.mu.Unlock()
 }
 
-// suppressGone suppresses the addresses a provider said are gone for good
-// (an app removed from the device, a webhook endpoint's 410), once the
-// batch's transactions have ended and given back their connections, so
-// that the next requests to them end suppressed without a call, as a
-// provider's report of it would have them. A suppression that fails is
+// suppressedBy is the class of suppression a delivery's Reject with a
+// code makes: the provider said the address is gone for good (an app
+// removed from the device, a webhook endpoint's 410, an unknown mailbox),
+// or that the person unsubscribed there (an SMS STOP).
+var suppressedBy = map[string]feedback.Class{
+	delivery.CodeRecipientGone:         feedback.ClassPermanent,
+	delivery.CodeRecipientUnsubscribed: feedback.ClassUnsubscribe,
+}
+
+// suppressRefused suppresses the addresses a provider refused for good
+// (see suppressedBy), once the batch's transactions have ended and given
+// back their connections, so that the next requests to them end
+// suppressed without a call, as a provider's report of it would have
+// them. A suppression that fails is
 // logged: the request is dead with its reason either way, and the next
 // answer of the same suppresses the address.
-func (d *Dispatcher) suppressGone(ctx context.Context, bind *binding, gone []Suppression) {
-	if len(gone) == 0 {
+func (d *Dispatcher) suppressRefused(ctx context.Context, bind *binding, refused []Suppression) {
+	if len(refused) == 0 {
 		return
 	}
 	// The hand's context may have ended with its deliveries: the
 	// suppression is owed all the same.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitSlack)
 	defer cancel()
-	for _, s := range gone {
+	for _, s := range refused {
 		if err := bind.policy.insertSuppression(ctx, bind.db, s); err != nil {
-			d.log.WarnContext(ctx, "could not suppress an address its provider said is gone", "channel", s.Channel,
+			d.log.WarnContext(ctx, "could not suppress an address its provider refused for good", "channel", s.Channel,
 				"outbox_id", s.Source, "err", err)
 		}
 	}
@@ -441,7 +453,7 @@ const commitSlack = 5 * time.Second
 // happened. The transaction of a request of a channel that does not share
 // commits holds only its claim (and its dedup key, with the provider's
 // reference), and leaves the outcome to the relay's settle.
-func (d *Dispatcher) deliverAll(ctx context.Context, bind *binding, b *relay.Batch, jobs []job, pre *rules, gone *goneAddresses) {
+func (d *Dispatcher) deliverAll(ctx context.Context, bind *binding, b *relay.Batch, jobs []job, pre *rules, refused *refusedAddresses) {
 	// The transaction serves every job: it must not end with the hand's
 	// context, only a little after the deliveries' deadline.
 	txCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bind.timeout+commitSlack)
@@ -501,10 +513,11 @@ func (d *Dispatcher) deliverAll(ctx context.Context, bind *binding, b *relay.Bat
 			results[k] = relay.DoneWith(outs[k].Reference()).WithCode(CodeDelivered)
 		default:
 			results[k] = d.failed(j, outs[k])
-			if outs[k].Kind() == delivery.KindReject && delivery.CodeOf(outs[k].Reason()) == delivery.CodeRecipientGone {
+			code := delivery.CodeOf(outs[k].Reason())
+			if class, ok := suppressedBy[code]; ok && outs[k].Kind() == delivery.KindReject {
 				dst := destinationOf(&j)
-				gone.add(Suppression{Channel: dst.channel, Address: dst.address, Class: feedback.ClassPermanent,
-					Reason: delivery.CodeRecipientGone, Source: j.p.ID.String()})
+				refused.add(Suppression{Channel: dst.channel, Address: dst.address, Class: class,
+					Reason: code, Source: j.p.ID.String()})
 			}
 			release = append(release, j.p.ID)
 			if j.req.DedupKey != "" {

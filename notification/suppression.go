@@ -50,11 +50,12 @@ type Suppression struct {
 	Reason string
 	// Provider is the provider that reported it, such as "resend"; "" for
 	// one written by the application, or by the dispatcher when a
-	// delivery rejected a request with delivery.CodeRecipientGone (its
-	// Reason then).
+	// delivery rejected a request with delivery.CodeRecipientGone or
+	// delivery.CodeRecipientUnsubscribed (its Reason then).
 	Provider string
 	// Source is the provider's event id of the report that suppressed it,
-	// the id of the request whose delivery answered the address gone, or
+	// the id of the request whose delivery answered the address gone or
+	// unsubscribed, or
 	// the application's note (at most 256 bytes, printable, never
 	// personal data).
 	Source string

@@ -139,28 +139,48 @@ func suppressionCases(t *testing.T, b testBundle,
 		require.False(t, got[0].CreatedAt.IsZero())
 	})
 	// A delivery that answers the address is gone for good (an app removed
-	// from the device, a webhook endpoint's 410) suppresses it, as the
-	// provider's report of it would: the next request to it ends
+	// from the device, a webhook endpoint's 410, an unknown mailbox) or
+	// that the person unsubscribed there (an SMS STOP) suppresses it, as
+	// the provider's report of it would: the next request to it ends
 	// suppressed without a call.
-	t.Run("GoneAnswerSuppresses", func(t *testing.T) {
-		t.Parallel()
-		const addr = "gone@example.com"
-		b.mail.ScriptRecipient(addr, delivery.Reject(delivery.WithCode(delivery.CodeRecipientGone, errors.New("mail: gone"))))
-		first, st := stageWith(t, nil, mailTo(addr))
-		require.Equal(t, relay.StateDead, st.State)
-		require.Equal(t, delivery.CodeRecipientGone, st.Code)
-		var got []notification.Suppression
-		require.Eventually(t, func() bool {
-			var err error
-			got, err = b.client.Suppressions(t.Context(), &notification.SuppressionFilter{Channel: "mail", Address: addr})
-			return err == nil && len(got) == 1
-		}, testwait.Within, 10*time.Millisecond, "the address suppressed after its request's batch")
-		require.Equal(t, feedback.ClassPermanent, got[0].Class)
-		require.Equal(t, delivery.CodeRecipientGone, got[0].Reason)
-		require.Equal(t, first.String(), got[0].Source, "the request whose answer said so")
+	for code, class := range map[string]feedback.Class{
+		delivery.CodeRecipientGone:         feedback.ClassPermanent,
+		delivery.CodeRecipientUnsubscribed: feedback.ClassUnsubscribe,
+	} {
+		t.Run("AnswerSuppresses/"+code, func(t *testing.T) {
+			t.Parallel()
+			addr := code + "@example.com"
+			b.mail.ScriptRecipient(addr, delivery.Reject(delivery.WithCode(code, errors.New("mail: refused"))))
+			first, st := stageWith(t, nil, mailTo(addr))
+			require.Equal(t, relay.StateDead, st.State)
+			require.Equal(t, code, st.Code)
+			var got []notification.Suppression
+			require.Eventually(t, func() bool {
+				var err error
+				got, err = b.client.Suppressions(t.Context(), &notification.SuppressionFilter{Channel: "mail", Address: addr})
+				return err == nil && len(got) == 1
+			}, testwait.Within, 10*time.Millisecond, "the address suppressed after its request's batch")
+			require.Equal(t, class, got[0].Class)
+			require.Equal(t, code, got[0].Reason)
+			require.Equal(t, first.String(), got[0].Source, "the request whose answer said so")
 
+			id, st := stageWith(t, nil, mailTo(addr))
+			suppressed(t, id, st, code)
+		})
+	}
+	// A Retry with such a code says nothing for good: nothing is
+	// suppressed.
+	t.Run("RetryDoesNotSuppress", func(t *testing.T) {
+		t.Parallel()
+		const addr = "retried@example.com"
+		b.mail.ScriptRecipient(addr, delivery.Retry(delivery.WithCode(delivery.CodeRecipientGone, errors.New("mail: not now"))),
+			delivery.Delivered())
 		id, st := stageWith(t, nil, mailTo(addr))
-		suppressed(t, id, st, delivery.CodeRecipientGone)
+		require.Equal(t, notification.OutcomeDelivered, st.Outcome, "%+v", st)
+		require.Equal(t, 2, b.mail.Count(id), "retried, then delivered")
+		got, err := b.client.Suppressions(t.Context(), &notification.SuppressionFilter{Channel: "mail", Address: addr})
+		require.NoError(t, err)
+		require.Empty(t, got)
 	})
 	t.Run("RolledBack", func(t *testing.T) {
 		t.Parallel()

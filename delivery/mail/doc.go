@@ -34,7 +34,8 @@
 // and [Config.Timeout]; the connection is closed when the context ends. A
 // permanent refusal of the recipient or the message (5xx, and 5.x.x when
 // the server sends enhanced codes, such as 5.1.1 for an unknown user) is
-// [delivery.Reject]; anything deferred (4xx or 4.x.x), a refusal of the
+// [delivery.Reject], with the code [delivery.CodeRecipientGone] when the
+// enhanced code says the address cannot receive mail; anything deferred (4xx or 4.x.x), a refusal of the
 // connection, EHLO, STARTTLS, the credentials or the sender (the Config's
 // From, the same for every request), a network failure, a timeout or a
 // cancellation is [delivery.Retry]; see [Delivery.Deliver].

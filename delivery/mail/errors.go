@@ -80,7 +80,9 @@ func prefixed(err error) error {
 // [ReplyError.Permanent], such as "550 5.1.1" (no such user) at RCPT TO,
 // and Retry otherwise, such as "451 4.3.0"; and Retry for any refusal of
 // the connection, EHLO, STARTTLS, AUTH or MAIL FROM, whose cause is the
-// Config or the server and not the request.
+// Config or the server and not the request. A Reject whose enhanced code
+// says the address cannot receive mail (5.1.1, 5.1.2, 5.1.6, 5.1.10)
+// carries the code [delivery.CodeRecipientGone].
 //
 // Its text is the command, the code and the enhanced status code, as in
 // "mail: server refused the recipient: 550 5.1.1". It never holds the
@@ -145,6 +147,19 @@ func (e *ReplyError) Permanent() bool {
 // recipient (RCPT TO) or its message (DATA).
 func (e *ReplyError) ofRequest() bool {
 	return e.Command == "RCPT TO" || e.Command == "DATA"
+}
+
+// gone reports whether the server refused the recipient's address for
+// good: RFC 3463's bad destination mailbox (5.1.1), bad destination system
+// (5.1.2), mailbox moved without a forwarding address (5.1.6) or, after
+// RFC 7505, a domain that takes no mail (5.1.10). A reply without an
+// enhanced code, such as a bare 550, says too little to tell.
+func (e *ReplyError) gone() bool {
+	switch e.EnhancedCode {
+	case "5.1.1", "5.1.2", "5.1.6", "5.1.10":
+		return e.Permanent() && e.ofRequest()
+	}
+	return false
 }
 
 // newReplyError keeps the codes of a server's reply to command and drops

@@ -76,7 +76,10 @@ func (d *Delivery) Close() error {
 //   - [delivery.Reject] with a [*ReplyError] when the server refused the
 //     recipient or the message for good ([ReplyError.Permanent]: a 5xx
 //     code with a 5.x.x enhanced code or none, such as "550 5.1.1" for an
-//     unknown recipient);
+//     unknown recipient); with the code [delivery.CodeRecipientGone],
+//     on which the dispatcher suppresses the address, when the enhanced
+//     code says the address cannot receive mail (5.1.1, 5.1.2, 5.1.6,
+//     5.1.10);
 //   - [delivery.Retry] with a [*ReplyError] when the server deferred
 //     anything (a 4xx code or a 4.x.x enhanced code), or refused the
 //     connection, EHLO, STARTTLS, the credentials or the sender: those
@@ -117,6 +120,9 @@ func (d *Delivery) Deliver(ctx context.Context, p delivery.Pending) delivery.Out
 	reply, err := d.send(ctx, envelope(to.Address), msg)
 	if err != nil {
 		if re, ok := errors.AsType[*ReplyError](err); ok && re.Permanent() && re.ofRequest() {
+			if re.gone() {
+				err = delivery.WithCode(delivery.CodeRecipientGone, err)
+			}
 			return delivery.Reject(err)
 		}
 		return delivery.Retry(err)

@@ -418,6 +418,7 @@ func TestDeliverServerAnswers(t *testing.T) {
 		kind     delivery.Kind
 		reason   string
 		command  string
+		dcode    string // the reason's delivery code
 	}{
 		{
 			name: "TempFailureAtRcpt", phase: phaseRcpt, code: 451, enhanced: smtp.EnhancedCode{4, 2, 2},
@@ -426,6 +427,35 @@ func TestDeliverServerAnswers(t *testing.T) {
 		{
 			name: "PermFailureAtRcpt", phase: phaseRcpt, code: 550, enhanced: smtp.EnhancedCode{5, 1, 1},
 			kind: delivery.KindReject, reason: "mail: server refused the recipient: 550 5.1.1", command: "RCPT TO",
+			dcode: delivery.CodeRecipientGone,
+		},
+		// The address cannot receive mail, for good: the dispatcher
+		// suppresses it on the code, as it would on the bounce's report.
+		{
+			name: "NoSuchDomainAtRcpt", phase: phaseRcpt, code: 550, enhanced: smtp.EnhancedCode{5, 1, 2},
+			kind: delivery.KindReject, reason: "mail: server refused the recipient: 550 5.1.2", command: "RCPT TO",
+			dcode: delivery.CodeRecipientGone,
+		},
+		{
+			name: "MovedAtRcpt", phase: phaseRcpt, code: 551, enhanced: smtp.EnhancedCode{5, 1, 6},
+			kind: delivery.KindReject, reason: "mail: server refused the recipient: 551 5.1.6", command: "RCPT TO",
+			dcode: delivery.CodeRecipientGone,
+		},
+		{
+			name: "NullMXAtRcpt", phase: phaseRcpt, code: 556, enhanced: smtp.EnhancedCode{5, 1, 10},
+			kind: delivery.KindReject, reason: "mail: server refused the recipient: 556 5.1.10", command: "RCPT TO",
+			dcode: delivery.CodeRecipientGone,
+		},
+		{
+			name: "UnknownUserAtData", phase: phaseData, code: 550, enhanced: smtp.EnhancedCode{5, 1, 1},
+			kind: delivery.KindReject, reason: "mail: server refused the message: 550 5.1.1", command: "DATA",
+			dcode: delivery.CodeRecipientGone,
+		},
+		// A refusal by policy says nothing of the address: no code, and
+		// nothing is suppressed.
+		{
+			name: "PolicyAtRcpt", phase: phaseRcpt, code: 550, enhanced: smtp.EnhancedCode{5, 7, 1},
+			kind: delivery.KindReject, reason: "mail: server refused the recipient: 550 5.7.1", command: "RCPT TO",
 		},
 		{
 			name: "TempFailureAtData", phase: phaseData, code: 451, enhanced: smtp.EnhancedCode{4, 3, 0},
@@ -495,6 +525,7 @@ func TestDeliverServerAnswers(t *testing.T) {
 			}
 			require.Equal(t, strings.Contains(tt.reason, "deferred"), rerr.Temporary())
 			require.Equal(t, strings.Contains(tt.reason, "refused"), rerr.Permanent())
+			require.Equal(t, tt.dcode, delivery.CodeOf(outcome.Reason()))
 			requireClean(t, outcome, "cannot take mail", "Ada", "123456")
 			require.Empty(t, b.srv.accepted())
 		})

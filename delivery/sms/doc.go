@@ -26,7 +26,10 @@
 //     reference;
 //   - 400 and other 4xx are [delivery.Reject] with an [*APIError] that
 //     carries Twilio's error code, such as 21211 (invalid To number) or
-//     21610 (the recipient replied STOP), but for error 21611 (the
+//     21610 (the recipient replied STOP; its reason's code
+//     [delivery.CodeRecipientUnsubscribed] has the dispatcher suppress the
+//     number, as 21614, not a mobile number, does with
+//     [delivery.CodeRecipientGone]), but for error 21611 (the
 //     sender's queue at Twilio is full), a [delivery.Retry]: the queue
 //     drains as Twilio sends;
 //   - 401 and 403 are [delivery.Retry], not Reject: Twilio refused the

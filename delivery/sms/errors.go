@@ -42,7 +42,9 @@ type TemplateError = render.Error
 // APIError is the reason of a call Twilio answered with a 4xx status
 // other than 429: Deliver answers Retry for 401 and 403 (the account's
 // credentials or standing, which the operator can fix) and Reject for the
-// rest.
+// rest. A Reject for error 21211 carries the code
+// [delivery.CodeInvalidRecipient], for 21614 [delivery.CodeRecipientGone],
+// for 21610 [delivery.CodeRecipientUnsubscribed].
 //
 // Its text holds the status and Twilio's error code, never Twilio's
 // message, which quotes the phone number: "sms: twilio rejected the
@@ -99,6 +101,17 @@ func (e *APIError) Sender() bool {
 // drains as Twilio sends them.
 func (e *APIError) Deferred() bool {
 	return e.Code == 21611
+}
+
+// recipientCodes are the delivery codes of Twilio's errors that refuse
+// the recipient's number: not a number that can exist (21211), not one
+// that can take a text, such as a landline (21614), or one whose owner
+// replied STOP to this sender (21610). On the last two the dispatcher
+// suppresses the number, as the status callback's report would.
+var recipientCodes = map[int]string{
+	21211: delivery.CodeInvalidRecipient,
+	21614: delivery.CodeRecipientGone,
+	21610: delivery.CodeRecipientUnsubscribed,
 }
 
 // newAPIError reads Twilio's error code from body, when it has a

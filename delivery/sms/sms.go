@@ -63,7 +63,12 @@ var sidPattern = regexp.MustCompile(`^[A-Za-z0-9]{1,64}$`)
 //     ([ErrUnknownTemplate]) or needs a value p.Data does not carry
 //     ([*TemplateError]), or p has no id ([delivery.ErrNoID]);
 //   - [delivery.Reject] with an [*APIError] when Twilio refused the message
-//     with a 4xx status, such as 400 with error 21211 (invalid number);
+//     with a 4xx status, such as 400 with error 21211 (invalid number),
+//     with a code for the errors about the number (21211
+//     [delivery.CodeInvalidRecipient]; 21614, not a mobile number,
+//     [delivery.CodeRecipientGone]; 21610, the person replied STOP,
+//     [delivery.CodeRecipientUnsubscribed]), on the last two of which the
+//     dispatcher suppresses the number;
 //   - [delivery.Retry] with an [*APIError] when Twilio answered 401 or 403:
 //     a credential or account problem that the operator can fix, and that
 //     would otherwise make every message dead at once; and when it
@@ -141,6 +146,9 @@ func answer(resp httpcall.Response) delivery.Outcome {
 		e := newAPIError(code, resp.Body)
 		if e.Credentials() || e.Sender() || e.Deferred() {
 			return delivery.Retry(e)
+		}
+		if code, ok := recipientCodes[e.Code]; ok {
+			return delivery.Reject(delivery.WithCode(code, e))
 		}
 		return delivery.Reject(e)
 	default:

@@ -223,9 +223,11 @@ func TestDeliver(t *testing.T) {
 		kind            delivery.Kind
 		reason          string
 		code            int
+		dcode           string // the reason's delivery code
 	}{
-		{"InvalidNumberAtTwilio", invalidNumber, delivery.KindReject, "sms: twilio rejected the message (400): error 21211", 21211},
-		{"SendersQueueFull", queueFullNumber, delivery.KindRetry, "sms: twilio deferred the message (400): error 21611", 21611},
+		{"InvalidNumberAtTwilio", invalidNumber, delivery.KindReject, "sms: twilio rejected the message (400): error 21211", 21211,
+			delivery.CodeInvalidRecipient},
+		{"SendersQueueFull", queueFullNumber, delivery.KindRetry, "sms: twilio deferred the message (400): error 21611", 21611, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -239,6 +241,7 @@ func TestDeliver(t *testing.T) {
 			apiErr, ok := errors.AsType[*sms.APIError](outcome.Reason())
 			require.True(t, ok)
 			require.Equal(t, &sms.APIError{StatusCode: 400, Code: tt.code}, apiErr)
+			require.Equal(t, tt.dcode, delivery.CodeOf(outcome.Reason()))
 			requireClean(t, outcome.Reason(), p, "not a valid phone number", "queued messages")
 			require.Len(t, b.twilio.Requests(), 1)
 		})
@@ -282,13 +285,24 @@ func TestDeliver(t *testing.T) {
 		body   string
 		kind   delivery.Kind
 		reason string
+		code   string // the reason's delivery code
 	}{
+		// The dispatcher suppresses the number on these two codes.
 		{
 			name:   "Unsubscribed",
 			status: 400,
 			body:   twilioErrorBody(400, 21610, "Attempt to send to unsubscribed recipient +14155550100"),
 			kind:   delivery.KindReject,
 			reason: "sms: twilio rejected the message (400): error 21610",
+			code:   delivery.CodeRecipientUnsubscribed,
+		},
+		{
+			name:   "NotAMobileNumber",
+			status: 400,
+			body:   twilioErrorBody(400, 21614, "'To' number +14155550100 is not a valid mobile number"),
+			kind:   delivery.KindReject,
+			reason: "sms: twilio rejected the message (400): error 21614",
+			code:   delivery.CodeRecipientGone,
 		},
 		{
 			name:   "BodyTooLong",
@@ -363,6 +377,7 @@ func TestDeliver(t *testing.T) {
 			outcome := b.sender.Deliver(t.Context(), p)
 			require.Equal(t, tt.kind, outcome.Kind(), "%v", outcome)
 			require.Equal(t, tt.reason, outcome.Reason().Error())
+			require.Equal(t, tt.code, delivery.CodeOf(outcome.Reason()))
 			require.Zero(t, outcome.After())
 			requireClean(t, outcome.Reason(), p, "Account not active", "Internal server error", "html")
 			require.Len(t, b.twilio.Requests(), 1)
