@@ -58,7 +58,10 @@ type DB struct {
 }
 
 // Open returns a pool of at most conns connections that connects with dsn
-// through d, all kept idle between uses and closed when the test ends.
+// through d, all kept idle between uses and closed when the test ends. On
+// pgx the pgxpool keeps them: a *sql.DB that kept its own idle would hold
+// the pgxpool's connections, and InTx and Execer, which take theirs from
+// the pgxpool, would wait for ever once the *sql.DB had used them all.
 func (d Driver) Open(tb testing.TB, dsn string, conns int) *DB {
 	tb.Helper()
 	db, err := d.OpenDB(dsn, conns)
@@ -90,9 +93,8 @@ func (d Driver) OpenDB(dsn string, conns int) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	db := stdlib.OpenDBFromPool(pool)
+	db := stdlib.OpenDBFromPool(pool) // keeps no idle connection of its own
 	db.SetMaxOpenConns(conns)
-	db.SetMaxIdleConns(conns)
 	return &DB{DB: db, Pool: pool}, nil
 }
 
@@ -155,10 +157,12 @@ func (db *DB) InTx(ctx context.Context, fn func(tx dbtx.Execer) error) error {
 
 // For returns the driver of the Run subtest that t is, or is under, and
 // PQ outside Run: so that a test's setup helper, called from any depth of
-// subtests, opens the pools of the driver its test runs on.
+// subtests, opens the pools of the driver its test runs on. A subtest of
+// Run called twice under one parent is named "pgx#01": its driver is pgx.
 func For(t testing.TB) Driver {
 	for _, part := range strings.Split(t.Name(), "/")[1:] {
-		if d := Driver(part); slices.Contains(All, d) {
+		name, _, _ := strings.Cut(part, "#")
+		if d := Driver(name); slices.Contains(All, d) {
 			return d
 		}
 	}
