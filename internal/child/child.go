@@ -164,14 +164,11 @@ func (p *Process) PID() int { return p.cmd.Process.Pid }
 
 // Kill sends SIGKILL and waits until the child is gone.
 func (p *Process) Kill() error {
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		select {
-		case <-p.done: // gone already
-			return nil
-		default:
-			return fmt.Errorf("child: kill: %w", err)
-		}
+	err := p.cmd.Process.Signal(syscall.SIGKILL)
+	if err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("child: kill: %w", err)
 	}
+	// Exited already (reaped, and Done about to close), or killed now.
 	<-p.done
 	return nil
 }
