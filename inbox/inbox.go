@@ -113,7 +113,9 @@ func (ib *Inbox) Once(ctx context.Context, tx dbtx.Execer, consumer string, even
 // OnceBatch claims every id of eventIDs for consumer inside tx, in one
 // statement, and returns the ids claimed for the first time; the others
 // were claimed by a committed transaction. Like Once, it waits for open
-// transactions that hold any of the same claims.
+// transactions that hold any of the same claims, and refuses a consumer
+// that is no identifier and a nil id with ErrInvalid; so do Claimed and
+// Release.
 func (ib *Inbox) OnceBatch(ctx context.Context, tx dbtx.Queryer, consumer string, eventIDs []uuid.UUID) (map[uuid.UUID]bool, error) {
 	return ib.ids(ctx, tx, ib.onceBatch, "claim batch", consumer, eventIDs)
 }
@@ -129,43 +131,56 @@ func (ib *Inbox) Claimed(ctx context.Context, q dbtx.Queryer, consumer string, e
 // ids runs query, one of consumer's statements over eventIDs, and returns
 // the event ids it gave; what names it in an error.
 func (ib *Inbox) ids(ctx context.Context, q dbtx.Queryer, query, what, consumer string, eventIDs []uuid.UUID) (map[uuid.UUID]bool, error) {
-	if err := ident.Check("consumer", consumer); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	ids, err := args(consumer, eventIDs)
+	if err != nil {
+		return nil, err
 	}
-	rows, err := q.QueryContext(ctx, query, consumer, pgarray.Of(uuidStrings(eventIDs)))
+	rows, err := q.QueryContext(ctx, query, consumer, pgarray.Of(ids))
 	if err != nil {
 		return nil, fmt.Errorf("inbox: %s: %w", what, err)
 	}
 	defer rows.Close()
-	ids := map[uuid.UUID]bool{}
+	got := map[uuid.UUID]bool{}
 	for rows.Next() {
 		var id uuid.UUID
 		if err := rows.Scan(&id); err != nil {
 			return nil, fmt.Errorf("inbox: %s: %w", what, err)
 		}
-		ids[id] = true
+		got[id] = true
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("inbox: %s: %w", what, err)
 	}
-	return ids, nil
+	return got, nil
 }
 
 // Release removes consumer's claims of eventIDs inside tx, the transaction
 // that took them: the effects they guarded did not happen after all.
 func (ib *Inbox) Release(ctx context.Context, tx dbtx.Execer, consumer string, eventIDs []uuid.UUID) error {
-	if _, err := tx.ExecContext(ctx, ib.release, consumer, pgarray.Of(uuidStrings(eventIDs))); err != nil {
+	ids, err := args(consumer, eventIDs)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, ib.release, consumer, pgarray.Of(ids)); err != nil {
 		return fmt.Errorf("inbox: release: %w", err)
 	}
 	return nil
 }
 
-func uuidStrings(ids []uuid.UUID) []string {
-	s := make([]string, len(ids))
-	for i, id := range ids {
+// args checks consumer and eventIDs as Once does, and returns the ids as
+// text, as both drivers send them.
+func args(consumer string, eventIDs []uuid.UUID) ([]string, error) {
+	if err := ident.Check("consumer", consumer); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	s := make([]string, len(eventIDs))
+	for i, id := range eventIDs {
+		if id == uuid.Nil {
+			return nil, fmt.Errorf("%w: event id %d of %d is the nil UUID", ErrInvalid, i+1, len(eventIDs))
+		}
 		s[i] = id.String()
 	}
-	return s
+	return s, nil
 }
 
 // Purge deletes consumer's claims older than olderThan, PurgeBatchDefault

@@ -103,6 +103,16 @@ func (s *spyExecer) ExecContext(ctx context.Context, query string, args ...any) 
 	return s.db.ExecContext(ctx, query, args...)
 }
 
+func (s *spyExecer) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	s.calls.Add(1)
+	return s.db.QueryContext(ctx, query, args...)
+}
+
+func (s *spyExecer) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	s.calls.Add(1)
+	return s.db.QueryRowContext(ctx, query, args...)
+}
+
 func TestOnce(t *testing.T) {
 	t.Parallel()
 
@@ -289,7 +299,9 @@ func TestClaimed(t *testing.T) {
 	require.ErrorContains(t, err, "consumer")
 }
 
-func TestOnceInvalid(t *testing.T) {
+// Every call that takes a consumer and event ids refuses a bad one,
+// naming it, before it reaches the database.
+func TestInvalid(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 
@@ -313,8 +325,27 @@ func TestOnceInvalid(t *testing.T) {
 			require.ErrorIs(t, err, inbox.ErrInvalid)
 			require.ErrorContains(t, err, tc.field)
 			require.False(t, claimed)
-			require.Zero(t, spy.calls.Load(), "an invalid claim reached the database")
-			require.Equal(t, 0, b.count(t, "event_id = $1", tc.id))
+
+			ids := []uuid.UUID{uuid.New(), tc.id}
+			for what, call := range map[string]func() error{
+				"OnceBatch": func() error {
+					got, err := b.ib.OnceBatch(t.Context(), spy, tc.consumer, ids)
+					require.Empty(t, got)
+					return err
+				},
+				"Claimed": func() error {
+					got, err := b.ib.Claimed(t.Context(), spy, tc.consumer, ids)
+					require.Empty(t, got)
+					return err
+				},
+				"Release": func() error { return b.ib.Release(t.Context(), spy, tc.consumer, ids) },
+			} {
+				err := call()
+				require.ErrorIs(t, err, inbox.ErrInvalid, what)
+				require.ErrorContains(t, err, tc.field, what)
+			}
+			require.Zero(t, spy.calls.Load(), "an invalid call reached the database")
+			require.Equal(t, 0, b.count(t, "true"), "nothing claimed")
 		})
 	}
 }
