@@ -6,6 +6,7 @@ import (
 	"net/textproto"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/emersion/go-smtp"
 
@@ -191,6 +192,11 @@ func (e *reasonError) Unwrap() error { return e.err }
 func failure(ctx context.Context, step string, err error) error {
 	if se, ok := errors.AsType[*smtp.SMTPError](err); ok {
 		return newReplyError(step, se)
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		// The connection's deadline, set from ctx's, fired before ctx's
+		// own timer, which fires now: the cause is ctx's all the same.
+		<-ctx.Done()
 	}
 	if ctx.Err() != nil {
 		cause := context.Cause(ctx)

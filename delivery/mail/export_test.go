@@ -7,3 +7,7 @@ import "time"
 func SetMaxConnAge(d *Delivery, age time.Duration) {
 	d.pool.maxAge = age
 }
+
+// Failure is failure, for a test of the moment a connection's deadline
+// has fired and its context's timer not yet.
+var Failure = failure

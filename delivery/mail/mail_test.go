@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net"
 	netmail "net/mail"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -407,6 +408,24 @@ func TestDeliverRejectsWithoutConnecting(t *testing.T) {
 	}
 }
 
+// The connection's deadline, set from the delivery's, can fire a moment
+// before the context's own timer: the reason is the deadline's all the
+// same, not a network timeout.
+func TestReasonAtTheDeadline(t *testing.T) {
+	t.Parallel()
+	inner, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	err := mail.Failure(pastDeadline{inner}, "connect", os.ErrDeadlineExceeded)
+	require.EqualError(t, err, "mail: connect: timed out after the delivery's deadline")
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+}
+
+// pastDeadline is a context whose deadline has passed and whose timer has
+// not fired yet.
+type pastDeadline struct{ context.Context }
+
+func (pastDeadline) Deadline() (time.Time, bool) { return time.Now().Add(-time.Millisecond), true }
+
 func TestDeliverServerAnswers(t *testing.T) {
 	t.Parallel()
 
@@ -776,7 +795,9 @@ func TestDeliverXOAUTH2(t *testing.T) {
 			<-ctx.Done()
 			return "", ctx.Err()
 		}))
-		ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+		// Long enough to reach AUTH on a loaded machine: the wait must be
+		// TokenFunc's.
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 		defer cancel()
 
 		outcome := b.mailer.Deliver(ctx, newPending("welcome", welcomeData()))
@@ -911,7 +932,9 @@ func TestDeliverContext(t *testing.T) {
 			t.Parallel()
 			b := setup(t, serverOptions{})
 			b.srv.stallAt(phase)
-			ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+			// Long enough to reach the stall on a loaded machine: the wait
+			// must be the server's.
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 			defer cancel()
 
 			start := time.Now()

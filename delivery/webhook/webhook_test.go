@@ -401,7 +401,10 @@ func TestDeliver(t *testing.T) {
 			w.(http.Flusher).Flush()
 			held(w, r)
 		}}, func(cfg *webhook.Config) {
-			cfg.Timeout = 200 * time.Millisecond
+			// Long enough for the dial, the TLS handshake and the answer's
+			// headers on a loaded machine (200ms was not, 7 times in 300);
+			// the body is held past it.
+			cfg.Timeout = 2 * time.Second
 		})
 
 		outcome := b.hook.Deliver(t.Context(), newPending(b.rcv.url))
