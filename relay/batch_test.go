@@ -125,7 +125,7 @@ func TestBatchSink(t *testing.T) {
 				select {
 				case <-second:
 					overlapped <- true
-				case <-time.After(time.Second):
+				case <-time.After(5 * time.Second):
 					overlapped <- false
 				}
 			}
@@ -135,6 +135,8 @@ func TestBatchSink(t *testing.T) {
 		}}
 		cfg := b.config(t)
 		cfg.BatchSize, cfg.Concurrency, cfg.LaneLimit = 20, 20, 10
+		// Room for the wait above on a loaded machine.
+		cfg.HandTimeout, cfg.Lease = 10*time.Second, 20*time.Second
 		b.stage(t, 40)
 		supervise(t, b.db, cfg, sink)
 		assert.True(t, testwait.RecvWithin(t, overlapped, 10*time.Second, "the first batch's wait for the second"),
