@@ -8,6 +8,8 @@
 //	DATABASE_URL      PostgreSQL (required)
 //	ADDR              HTTP listen address (default :8080)
 //	SMTP_ADDR         SMTP server host:port (required)
+//	SMTP_USER, SMTP_PASSWORD  SMTP credentials (optional; for Resend's relay,
+//	                  smtp.resend.com:587: "resend" and an API key)
 //	MAIL_FROM         sender address (required)
 //	EXPO_URL          Expo push API base URL (default https://exp.host)
 //	EXPO_TOKEN        Expo access token (optional)
@@ -17,7 +19,9 @@
 //	                  (whsec_..., space-separated) of the Resend webhook that
 //	                  posts to /feedback/resend (none mounts no receiver)
 //	TWILIO_WEBHOOK_URL  the public URL of /feedback/twilio, as the number's
-//	                  messaging webhook names it at Twilio (optional)
+//	                  messaging webhook names it at Twilio (optional); also
+//	                  sent with each text as its StatusCallback, so that
+//	                  Twilio posts the text's statuses there
 //	METRICS_ADDR      where Prometheus scrapes /metrics (default :9464; "off" for none)
 //
 // examples/bookings/demo runs it on this machine with local stand-ins for
@@ -84,14 +88,17 @@ func run(ctx context.Context, logger *slog.Logger) error {
 		defer stop()
 	}
 	channels, err := service.Providers{
-		SMTPAddr:        os.Getenv("SMTP_ADDR"),
-		MailFrom:        os.Getenv("MAIL_FROM"),
-		PushURL:         os.Getenv("EXPO_URL"),
-		PushAccessToken: os.Getenv("EXPO_TOKEN"),
-		SMSURL:          os.Getenv("TWILIO_URL"),
-		SMSAccountSID:   os.Getenv("TWILIO_SID"),
-		SMSAuthToken:    os.Getenv("TWILIO_TOKEN"),
-		SMSFrom:         os.Getenv("TWILIO_FROM"),
+		SMTPAddr:          os.Getenv("SMTP_ADDR"),
+		MailFrom:          os.Getenv("MAIL_FROM"),
+		SMTPUser:          os.Getenv("SMTP_USER"),
+		SMTPPassword:      os.Getenv("SMTP_PASSWORD"),
+		PushURL:           os.Getenv("EXPO_URL"),
+		PushAccessToken:   os.Getenv("EXPO_TOKEN"),
+		SMSURL:            os.Getenv("TWILIO_URL"),
+		SMSAccountSID:     os.Getenv("TWILIO_SID"),
+		SMSAuthToken:      os.Getenv("TWILIO_TOKEN"),
+		SMSFrom:           os.Getenv("TWILIO_FROM"),
+		SMSStatusCallback: os.Getenv("TWILIO_WEBHOOK_URL"),
 	}.Channels()
 	if err != nil {
 		return err

@@ -1,9 +1,10 @@
 // Command demo runs the booking service end to end on this machine: a
 // throwaway PostgreSQL (unless DATABASE_URL names one), a local SMTP server
-// and local Expo and Twilio stand-ins, the service itself, and a client that
-// confirms a handful of bookings through its HTTP API, with recipient
-// rules set: a host who turned push off for bookings, a driver who turned
-// everything off, a driver's quiet hours, a double click. It prints what
+// and local Expo and Twilio stand-ins (each as strict about credentials as
+// its provider), the service itself, and a client that confirms a handful
+// of bookings through its HTTP API, with recipient rules set: a host who
+// turned push off for bookings, a driver who turned everything off, a
+// driver's quiet hours, a double click. It prints what
 // became of each notification and what each channel received, two
 // security notices that go whatever the rules say (one with a verification
 // code that is gone from the database once sent), the one notification
@@ -33,13 +34,13 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"regexp"
 	"slices"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/google/uuid"
-	_ "github.com/lib/pq"
+	"github.com/lib/pq"
 
 	"github.com/tidings-go/tidings"
 	"github.com/tidings-go/tidings/examples/bookings/internal/service"
@@ -47,6 +48,11 @@ import (
 	"github.com/tidings-go/tidings/notification"
 	"github.com/tidings-go/tidings/notification/feedback"
 )
+
+// quietFor is how long ada's quiet window lasts after the quiet hours are
+// set: her booking's text must be handed before it ends, which a loaded
+// machine may take seconds to do, and the demo waits for it to end.
+const quietFor = 10 * time.Second
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -84,7 +90,11 @@ func run(ctx context.Context, out io.Writer) (err error) {
 		return err
 	}
 
-	prov, err := startProviders()
+	// The story runs until the service stops or a stand-in refuses a
+	// call: either halts it at once, and is what the demo reports first.
+	storyCtx, halt := context.WithCancelCause(ctx)
+	defer halt(nil)
+	prov, err := startProviders(halt)
 	if err != nil {
 		return err
 	}
@@ -95,9 +105,10 @@ func run(ctx context.Context, out io.Writer) (err error) {
 	}
 	prov.service = "http://" + ln.Addr().String()
 	channels, err := service.Providers{
-		SMTPAddr: prov.smtpAddr, MailFrom: "Parking <no-reply@parking.example>",
-		PushURL: prov.expo.URL,
-		SMSURL:  prov.twilio.URL, SMSAccountSID: twilioSID, SMSAuthToken: twilioToken, SMSFrom: twilioFrom,
+		SMTPAddr: prov.smtpAddr, MailFrom: "Parking <no-reply@parking.example>", SMTPUser: smtpUser, SMTPPassword: smtpPassword,
+		PushURL: prov.expo.URL, PushAccessToken: expoToken,
+		SMSURL: prov.twilio.URL, SMSAccountSID: twilioSID, SMSAuthToken: twilioToken, SMSFrom: twilioFrom,
+		SMSStatusCallback: prov.service + "/feedback/twilio",
 	}.Channels()
 	if err != nil {
 		ln.Close()
@@ -105,7 +116,7 @@ func run(ctx context.Context, out io.Writer) (err error) {
 	}
 	// Expo's receipts are fetched a second after each push, not the
 	// fifteen minutes Expo advises, so that the demo shows them.
-	receipts, err := feedback.NewExpo(&feedback.ExpoConfig{BaseURL: prov.expo.URL})
+	receipts, err := feedback.NewExpo(&feedback.ExpoConfig{BaseURL: prov.expo.URL, AccessToken: expoToken})
 	if err != nil {
 		ln.Close()
 		return err
@@ -117,16 +128,23 @@ func run(ctx context.Context, out io.Writer) (err error) {
 	svcCtx, stopService := context.WithCancel(ctx)
 	served := make(chan error, 1)
 	go func() {
-		served <- service.Run(svcCtx, service.Config{DB: db, DSN: dsn, Channels: channels, Feedback: reports, Logger: logger,
+		err := service.Run(svcCtx, service.Config{DB: db, DSN: dsn, Channels: channels, Feedback: reports, Logger: logger,
 			QuietHoursJitter: 200 * time.Millisecond}, ln)
-	}()
-	defer func() {
-		stopService()
-		err = errors.Join(err, <-served)
+		halt(errors.New("the service stopped"))
+		served <- err
 	}()
 
 	c := &client{base: "http://" + ln.Addr().String()}
-	return story(ctx, out, c, prov, db)
+	storyErr := story(storyCtx, out, c, prov, db)
+	halted := context.Cause(storyCtx) // taken before the service is stopped
+	stopService()
+	if err := <-served; err != nil {
+		return errors.Join(fmt.Errorf("the service: %w", err), storyErr)
+	}
+	if halted != nil && halted != context.Cause(ctx) {
+		return errors.Join(halted, storyErr)
+	}
+	return storyErr
 }
 
 // story is what a user of the API does, and what the demo shows of it.
@@ -153,14 +171,19 @@ func story(ctx context.Context, out io.Writer, c *client, prov *providers, db *s
 		return err
 	}
 	fmt.Fprintln(out, "alan turned every notification off")
-	// Ada's quiet window began a minute ago and ends in three seconds, so
-	// that the demo shows its end.
+	// Ada's quiet window began a minute ago and ends in quietFor, so that
+	// the demo shows its end. The dispatcher reads the database's clock,
+	// so the window does too.
 	berlin, err := time.LoadLocation("Europe/Berlin")
 	if err != nil {
 		return err
 	}
-	now := time.Now().In(berlin)
-	quietEnd := now.Add(3 * time.Second)
+	var now time.Time
+	if err := db.QueryRowContext(ctx, `SELECT now()`).Scan(&now); err != nil {
+		return err
+	}
+	now = now.In(berlin)
+	quietEnd := now.Add(quietFor)
 	if err := c.do(ctx, http.MethodPut, "/users/ada/quiet-hours", notification.QuietHours{TimeZone: "Europe/Berlin",
 		Windows: []notification.QuietWindow{{Start: notification.TimeOfDayOf(now.Add(-time.Minute)),
 			End: notification.TimeOfDayOf(quietEnd), Channels: []string{"sms"}}}}, nil); err != nil {
@@ -242,6 +265,14 @@ func story(ctx context.Context, out io.Writer, c *client, prov *providers, db *s
 	}
 	fmt.Fprintf(out, "push  %d (tickets %v)\n", len(pushes), pushes)
 	fmt.Fprintf(out, "sms   %d (to %v)\n", len(texts), texts)
+	keys, _ := prov.sent()
+	for emailID, key := range keys {
+		if id, ok := byReference[emailID]; !ok || key != id.String() {
+			return fmt.Errorf("mail %s carried %s %q, not the id of the request delivered as it (%s)",
+				emailID, service.MailIdempotencyHeader, key, id)
+		}
+	}
+	fmt.Fprintf(out, "each mail carried its request's id as %s, for Resend to drop a repeat\n", service.MailIdempotencyHeader)
 	for _, u := range []string{"ada", "grace", "alan", "hopper"} {
 		var inbox []struct {
 			Template string `json:"Template"`
@@ -261,8 +292,13 @@ func story(ctx context.Context, out io.Writer, c *client, prov *providers, db *s
 	if st, err = c.stageAndWait(ctx, "/users/ada/verify-phone"); err != nil {
 		return err
 	}
-	code := strings.TrimSuffix(strings.TrimPrefix(prov.lastText(), "Your parking verification code is "), ".")
-	rows, err := rowsHolding(ctx, db, code)
+	text, _ := prov.textBody(st.Reference)
+	m := verificationText.FindStringSubmatch(text)
+	if m == nil {
+		return fmt.Errorf("the verification text (%s, %s) is %q, not a six-digit code", st.Outcome, st.Reference, text)
+	}
+	code := m[1]
+	rows, err := rowsHolding(ctx, db, code, tidings.SchemaDefault, "bookings")
 	if err != nil {
 		return err
 	}
@@ -397,6 +433,14 @@ func reports(ctx context.Context, out io.Writer, c *client, prov *providers, byR
 	_, _, moreTexts = prov.received()
 	fmt.Fprintf(out, "verification code to alan: %s (provider reference %s); Twilio received %s\n",
 		st.Outcome, st.Reference, news(len(moreTexts)-len(texts), "text", "texts"))
+
+	_, callbacks := prov.sent()
+	for i, cb := range callbacks {
+		if cb != prov.service+"/feedback/twilio" {
+			return fmt.Errorf("text %d carried the StatusCallback %q, not the service's /feedback/twilio", i+1, cb)
+		}
+	}
+	fmt.Fprintf(out, "each of the %d texts named the service's /feedback/twilio as its StatusCallback\n", len(callbacks))
 	return nil
 }
 
@@ -412,30 +456,51 @@ func news(n int, one, many string) string {
 	return fmt.Sprintf("%d new %s", n, many)
 }
 
-// rowsHolding counts the rows of every table of the library's schema and
-// the service's whose text holds s, as text or as the hex of a bytea.
-func rowsHolding(ctx context.Context, db *sql.DB, s string) (int, error) {
-	rows, err := db.QueryContext(ctx, `SELECT format('%I.%I', table_schema, table_name) FROM information_schema.tables
-		WHERE table_schema IN ($1, 'bookings') AND table_type = 'BASE TABLE'`, tidings.SchemaDefault)
+// verificationText is the text of a verification code (the service's
+// verify_phone template), and the code: exactly six digits.
+var verificationText = regexp.MustCompile(`^Your parking verification code is ([0-9]{6})\.$`)
+
+// rowsHolding counts the rows of the tables of schemas that hold code
+// where a leaked code would be: as a whole number (not beside another
+// digit, nor after a '.', as the microseconds of a time are) in a text,
+// varchar, json or jsonb column, or as those bytes, beside no digit, in a
+// bytea. Times, numbers and uuids are not searched: a six-digit run in
+// them is no code.
+func rowsHolding(ctx context.Context, db *sql.DB, code string, schemas ...string) (int, error) {
+	rows, err := db.QueryContext(ctx, `SELECT format('%I.%I', c.table_schema, c.table_name),
+			string_agg(CASE WHEN c.data_type = 'bytea' THEN format('encode(%I, ''hex'') ~ p.as_bytes', c.column_name)
+				ELSE format('%I::text ~ p.as_text', c.column_name) END, ' OR ')
+		FROM information_schema.columns c JOIN information_schema.tables t USING (table_schema, table_name)
+		WHERE c.table_schema = ANY($1) AND t.table_type = 'BASE TABLE'
+			AND c.data_type IN ('text', 'character varying', 'json', 'jsonb', 'bytea')
+		GROUP BY 1`, pq.Array(schemas))
 	if err != nil {
 		return 0, err
 	}
-	var tables []string
+	searches := map[string]string{} // the condition of each table
 	for rows.Next() {
-		var t string
-		if err := rows.Scan(&t); err != nil {
+		var table, cond string
+		if err := rows.Scan(&table, &cond); err != nil {
 			rows.Close()
 			return 0, err
 		}
-		tables = append(tables, t)
+		searches[table] = cond
 	}
 	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	// In hex, a byte that is no digit is anything but 30 to 39; the
+	// leading (..)* keeps the match on a byte boundary.
+	const other = `(?:[0-24-9a-f][0-9a-f]|3[a-f])`
+	asText := `(?:^|[^0-9.])` + code + `(?:[^0-9]|$)`
+	asBytes := `^(?:(?:..)*` + other + `)?` + hex.EncodeToString([]byte(code)) + `(?:` + other + `|$)`
 	n := 0
-	for _, t := range tables {
+	for table, cond := range searches {
 		var k int
-		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM `+t+` x WHERE strpos(x::text, $1) > 0 OR strpos(x::text, $2) > 0`,
-			s, hex.EncodeToString([]byte(s))).Scan(&k); err != nil {
-			return 0, err
+		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM `+table+`, (SELECT $1::text AS as_text, $2::text AS as_bytes) p WHERE `+cond,
+			asText, asBytes).Scan(&k); err != nil {
+			return 0, fmt.Errorf("search %s: %w", table, err)
 		}
 		n += k
 	}

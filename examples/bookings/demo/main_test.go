@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"testing"
 
+	"github.com/lib/pq"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tidings-go/tidings/internal/pgtest"
@@ -36,6 +38,7 @@ func TestDemo(t *testing.T) {
 	require.Contains(t, got, "mail  5:")
 	require.Contains(t, got, "push  2 ")
 	require.Contains(t, got, "sms   1 ")
+	require.Contains(t, got, "each mail carried its request's id as Resend-Idempotency-Key, for Resend to drop a repeat")
 	require.Contains(t, got, "inapp alan: 0")
 	require.Contains(t, got, "inapp hopper: 3")
 	require.Contains(t, got, "password-changed mail to alan, who turned everything off: delivered")
@@ -59,6 +62,36 @@ func TestDemo(t *testing.T) {
 	require.Contains(t, got, "twilio: alan texted START, posted to /feedback/twilio: 200")
 	require.Contains(t, got, "sms to +15005550007 no longer suppressed")
 	require.Regexp(t, `verification code to alan: delivered \(provider reference SM0+5\); Twilio received 1 new text\n`, got)
+	require.Contains(t, got, "each of the 5 texts named the service's /feedback/twilio as its StatusCallback")
+}
+
+// rowsHolding finds a code stored as text, in JSON or as the bytes of a
+// bytea, and takes for it neither the microseconds of a time nor a
+// longer number nor the same digits off a byte boundary.
+func TestRowsHolding(t *testing.T) {
+	t.Parallel()
+	schema := pgtest.Schema(t, func(ctx context.Context, db *sql.DB, schema string) error {
+		s := pq.QuoteIdentifier(schema)
+		_, err := db.ExecContext(ctx, `CREATE SCHEMA `+s+`; CREATE TABLE `+s+`.kept (t text, j jsonb, b bytea, at timestamptz)`)
+		return err
+	})
+	db := pgtest.DB(t)
+	_, err := db.ExecContext(t.Context(), `INSERT INTO `+pq.QuoteIdentifier(schema)+`.kept (t, j, b, at) VALUES
+		('Your parking verification code is 123456.', NULL, NULL, NULL),
+		(NULL, '{"code": "123456"}', NULL, NULL),
+		(NULL, NULL, convert_to('{"code":"123456"}', 'UTF8'), NULL),
+		(NULL, NULL, '\x00313233343536ff', NULL),
+		('2026-12-04 19:55:36.123456+00', '{"at": "2026-12-04T19:55:36.123456Z"}', NULL, '2026-12-04 19:55:36.123456+00'),
+		('91234567', '{"n": 1234567}', convert_to('0123456', 'UTF8'), NULL),
+		(NULL, NULL, '\xaaa313233343536aaa', NULL)`)
+	require.NoError(t, err)
+
+	n, err := rowsHolding(t.Context(), db, "123456", schema)
+	require.NoError(t, err)
+	require.Equal(t, 4, n, "the first four rows hold the code")
+	n, err = rowsHolding(t.Context(), db, "654321", schema)
+	require.NoError(t, err)
+	require.Zero(t, n)
 }
 
 // On a database that holds an earlier run's users, the story could not

@@ -26,30 +26,40 @@ import (
 	"sync"
 	"time"
 
+	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
 	"github.com/google/uuid"
 
+	"github.com/tidings-go/tidings/examples/bookings/internal/service"
 	"github.com/tidings-go/tidings/notification/feedback"
 )
 
 // The demo's stand-ins for the providers, on loopback: Resend's SMTP
 // relay, and HTTP servers that speak the Expo push API (receipts
-// included) and the Twilio Messages API. Each records what it received,
-// and reports back to the service as its provider does: Resend and Twilio
-// post signed webhooks to the receivers the service mounts.
+// included) and the Twilio Messages API. Each is as strict as its
+// provider about who calls it (SMTP AUTH, Twilio's basic auth, Expo's
+// bearer token), records what it received, and reports back to the
+// service as its provider does: Resend and Twilio post signed webhooks to
+// the receivers the service mounts. A call its provider would refuse, or
+// a mail without the idempotency key Resend drops repeats by, halts the
+// demo with what was wrong.
 type providers struct {
+	halt     func(error) // stops the story, with the cause
 	mu       sync.Mutex
 	mails    []string          // "to: subject"
 	emailIDs map[string]string // the last email id answered per recipient
+	mailKeys map[string]string // the Resend-Idempotency-Key of each email id
 	pushes   []string          // tickets
 	tokens   map[string]string // the push token of each ticket
 	texts    []string          // "to"
-	bodies   []string          // of the texts
-	smtp     *smtp.Server
-	smtpDone chan struct{}
-	smtpAddr string
-	expo     *httptest.Server
-	twilio   *httptest.Server
+	bodies   map[string]string // of each text, by its sid
+	// callbacks are the StatusCallback parameters of the texts.
+	callbacks []string
+	smtp      *smtp.Server
+	smtpDone  chan struct{}
+	smtpAddr  string
+	expo      *httptest.Server
+	twilio    *httptest.Server
 	// service is the base URL of the service, whose receivers the
 	// webhooks post to.
 	service string
@@ -68,6 +78,17 @@ const (
 	twilioFrom  = "+15005550006"
 )
 
+// The demo's SMTP credentials, as Resend's: the user "resend" and an API
+// key.
+const (
+	smtpUser     = "resend"
+	smtpPassword = "re_demo_api_key"
+)
+
+// expoToken is the demo's Expo access token, which its Expo stand-in
+// requires as a project with enhanced push security does.
+const expoToken = "demo-expo-access-token"
+
 // noApp is the push token of a device the app was removed from: Expo
 // accepts pushes to it, and its receipts say DeviceNotRegistered.
 const noApp = "ExponentPushToken[grace-device]"
@@ -76,8 +97,11 @@ const noApp = "ExponentPushToken[grace-device]"
 // 21211 ("invalid 'To' phone number"): the demo's dead notification.
 const invalidNumber = "+15005550001"
 
-func startProviders() (*providers, error) {
-	p := &providers{smtpDone: make(chan struct{}), emailIDs: map[string]string{}, tokens: map[string]string{}}
+// startProviders starts the stand-ins; each calls halt with what was
+// wrong when it refuses a call.
+func startProviders(halt func(error)) (*providers, error) {
+	p := &providers{halt: halt, smtpDone: make(chan struct{}), emailIDs: map[string]string{}, mailKeys: map[string]string{},
+		tokens: map[string]string{}, bodies: map[string]string{}}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -93,11 +117,23 @@ func startProviders() (*providers, error) {
 	}()
 
 	expo := http.NewServeMux()
-	expo.HandleFunc("POST /--/api/v2/push/send", p.expoPush)
-	expo.HandleFunc("POST /--/api/v2/push/getReceipts", p.expoReceipts)
+	expo.Handle("POST /--/api/v2/push/send", p.expoAuth(p.expoPush))
+	expo.Handle("POST /--/api/v2/push/getReceipts", p.expoAuth(p.expoReceipts))
 	p.expo = httptest.NewServer(expo)
-	p.twilio = httptest.NewServer(http.HandlerFunc(p.twilioMessage))
+	twilio := http.NewServeMux()
+	twilio.HandleFunc("POST /2010-04-01/Accounts/"+twilioSID+"/Messages.json", p.twilioMessage)
+	twilio.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		p.refuse("twilio stand-in: %s %s is not the demo account's Messages resource", r.Method, r.URL.Path)
+		twilioError(w, http.StatusNotFound, 20404, "The requested resource "+r.URL.Path+" was not found")
+	})
+	p.twilio = httptest.NewServer(twilio)
 	return p, nil
+}
+
+// refuse halts the demo: a stand-in was called as its provider would
+// refuse, or without what the service must send.
+func (p *providers) refuse(format string, args ...any) {
+	p.halt(fmt.Errorf(format, args...))
 }
 
 func (p *providers) close() {
@@ -111,12 +147,42 @@ func (p *providers) close() {
 	<-p.smtpDone
 }
 
+// smtpSession is one SMTP session of the stand-in, which requires AUTH
+// PLAIN with the demo's credentials before a message.
 type smtpSession struct {
-	p  *providers
-	to string
+	p      *providers
+	authed bool
+	to     string
 }
 
-func (s *smtpSession) Mail(string, *smtp.MailOptions) error { return nil }
+var _ smtp.AuthSession = (*smtpSession)(nil)
+
+// AuthMechanisms offers PLAIN, as Resend's relay does.
+func (s *smtpSession) AuthMechanisms() []string { return []string{sasl.Plain} }
+
+// Auth accepts the demo's credentials only.
+func (s *smtpSession) Auth(mech string) (sasl.Server, error) {
+	if mech != sasl.Plain {
+		return nil, smtp.ErrAuthUnknownMechanism
+	}
+	return sasl.NewPlainServer(func(_, username, password string) error {
+		if username != smtpUser || password != smtpPassword {
+			s.p.refuse("smtp stand-in: AUTH PLAIN as %q without the demo's password", username)
+			return smtp.ErrAuthFailed
+		}
+		s.authed = true
+		return nil
+	}), nil
+}
+
+// Mail refuses a sender that did not sign in.
+func (s *smtpSession) Mail(string, *smtp.MailOptions) error {
+	if !s.authed {
+		s.p.refuse("smtp stand-in: MAIL FROM without AUTH")
+		return smtp.ErrAuthRequired
+	}
+	return nil
+}
 func (s *smtpSession) Rcpt(to string, _ *smtp.RcptOptions) error {
 	s.to = to
 	return nil
@@ -132,15 +198,35 @@ func (s *smtpSession) Data(r io.Reader) error {
 		return err
 	}
 	subject, _ := new(mime.WordDecoder).DecodeHeader(msg.Header.Get("Subject"))
+	key := msg.Header.Get(service.MailIdempotencyHeader)
+	if key == "" {
+		s.p.refuse("smtp stand-in: a message to %s without a %s header", s.to, service.MailIdempotencyHeader)
+	}
 	id := uuid.NewString()
 	s.p.mu.Lock()
 	s.p.mails = append(s.p.mails, s.to+": "+subject)
 	s.p.emailIDs[s.to] = id
+	s.p.mailKeys[id] = key
 	s.p.mu.Unlock()
 	return &smtp.SMTPError{Code: 250, EnhancedCode: smtp.EnhancedCode{2, 0, 0}, Message: "OK: queued as " + id}
 }
 func (s *smtpSession) Reset()        {}
 func (s *smtpSession) Logout() error { return nil }
+
+// expoAuth answers 401, as Expo does, a call without the demo's access
+// token, and passes the others to next.
+func (p *providers) expoAuth(next http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+expoToken {
+			p.refuse("expo stand-in: %s without the demo's access token", r.URL.Path)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = io.WriteString(w, `{"errors":[{"code":"UNAUTHORIZED","message":"The bearer token is invalid."}]}`)
+			return
+		}
+		next(w, r)
+	})
+}
 
 // expoPush answers POST /--/api/v2/push/send as Expo does: a ticket per
 // message.
@@ -196,33 +282,53 @@ func (p *providers) expoReceipts(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(map[string]any{"data": data})
 }
 
-// twilioMessage answers POST /2010-04-01/Accounts/{sid}/Messages.json as
-// Twilio does, rejecting invalidNumber with error 21211.
+// twilioMessage answers POST /2010-04-01/Accounts/{sid}/Messages.json of
+// the demo's account as Twilio does: 401 with error 20003 without the
+// account's credentials, 400 with error 21211 for invalidNumber.
 func (p *providers) twilioMessage(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "application/json")
+	if sid, token, ok := r.BasicAuth(); !ok || sid != twilioSID || token != twilioToken {
+		p.refuse("twilio stand-in: a call without the demo account's credentials")
+		twilioError(w, http.StatusUnauthorized, 20003, "Authenticate")
+		return
+	}
 	to := r.PostFormValue("To")
 	if to == invalidNumber {
-		w.WriteHeader(http.StatusBadRequest)
-		_, _ = io.WriteString(w, `{"code": 21211, "message": "The 'To' number `+to+` is not a valid phone number.", "more_info": "https://www.twilio.com/docs/errors/21211", "status": 400}`)
+		twilioError(w, http.StatusBadRequest, 21211, "The 'To' number "+to+" is not a valid phone number.")
 		return
 	}
 	p.mu.Lock()
 	p.texts = append(p.texts, to)
-	p.bodies = append(p.bodies, r.PostFormValue("Body"))
 	sid := fmt.Sprintf("SM%032d", len(p.texts))
+	p.bodies[sid] = r.PostFormValue("Body")
+	p.callbacks = append(p.callbacks, r.PostFormValue("StatusCallback"))
 	p.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusCreated)
 	_ = json.NewEncoder(w).Encode(map[string]any{"sid": sid, "status": "queued"})
 }
 
-// lastText returns the body of the last text received.
-func (p *providers) lastText() string {
+// twilioError answers as Twilio's REST API does when it refuses a call.
+func twilioError(w http.ResponseWriter, status, code int, message string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"code": code, "message": message,
+		"more_info": fmt.Sprintf("https://www.twilio.com/docs/errors/%d", code), "status": status})
+}
+
+// textBody returns the body of the text Twilio answered with sid.
+func (p *providers) textBody(sid string) (string, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(p.bodies) == 0 {
-		return ""
-	}
-	return p.bodies[len(p.bodies)-1]
+	body, ok := p.bodies[sid]
+	return body, ok
+}
+
+// sent returns the Resend-Idempotency-Key of each mail, by its email id,
+// and the StatusCallback of each text.
+func (p *providers) sent() (mailKeys map[string]string, callbacks []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maps.Clone(p.mailKeys), slices.Clone(p.callbacks)
 }
 
 func (p *providers) received() (mails, pushes, texts []string) {

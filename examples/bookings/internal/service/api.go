@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"crypto/rand"
 	"database/sql"
 	"encoding/json"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/lib/pq"
 
 	"github.com/tidings-go/tidings/notification"
 	"github.com/tidings-go/tidings/relay"
@@ -49,9 +51,17 @@ type User struct {
 	PushToken string `json:"push_token"`
 }
 
+// check refuses a user the service cannot store or address: an error that
+// names each field at fault. Email, phone and push token are optional (a
+// user without one gets nothing on its channel).
+func (u User) check() error {
+	return errors.Join(checkID("id", u.ID), checkText("name", u.Name, true, textMaxLen),
+		checkEmail("email", u.Email), checkPhone("phone", u.Phone), checkText("push_token", u.PushToken, false, textMaxLen))
+}
+
 func (s *Service) createUser(w http.ResponseWriter, r *http.Request) {
 	var u User
-	if !decode(w, r, &u) {
+	if !decode(w, r, &u) || !valid(w, u.check()) {
 		return
 	}
 	// Creating a user that exists updates it, so the demo can run again
@@ -71,7 +81,7 @@ func (s *Service) setPhone(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		Phone string `json:"phone"`
 	}
-	if !decode(w, r, &body) {
+	if !decode(w, r, &body) || !valid(w, checkPhone("phone", body.Phone)) {
 		return
 	}
 	res, err := s.db.ExecContext(r.Context(), `UPDATE bookings.users SET phone = $2 WHERE id = $1`, r.PathValue("id"), body.Phone)
@@ -96,13 +106,39 @@ type Booking struct {
 	Status   string    `json:"status"`
 }
 
+// check refuses a booking the service cannot store: an error that names
+// each field at fault. The id and the status are the service's to set.
+func (b Booking) check() error {
+	var startsAt error
+	switch y := b.StartsAt.Year(); {
+	case b.StartsAt.IsZero():
+		startsAt = errors.New("starts_at: is required")
+	case y < 1970 || y > 9999:
+		startsAt = fmt.Errorf("starts_at: is in the year %d, not from 1970 to 9999", y)
+	}
+	var set error
+	if b.ID != 0 || b.Status != "" {
+		set = errors.New("id, status: are the service's to set")
+	}
+	return errors.Join(set, checkID("driver_id", b.DriverID), checkID("host_id", b.HostID),
+		checkText("place", b.Place, true, textMaxLen), startsAt)
+}
+
+// userReferences names the field of each reference of bookings.bookings
+// to a user, by its constraint's name (PostgreSQL's default, schema.sql).
+var userReferences = map[string]string{"bookings_driver_id_fkey": "driver_id", "bookings_host_id_fkey": "host_id"}
+
 func (s *Service) createBooking(w http.ResponseWriter, r *http.Request) {
 	var b Booking
-	if !decode(w, r, &b) {
+	if !decode(w, r, &b) || !valid(w, b.check()) {
 		return
 	}
 	err := s.db.QueryRowContext(r.Context(), `INSERT INTO bookings.bookings (driver_id, host_id, place, starts_at)
 		VALUES ($1, $2, $3, $4) RETURNING id, status`, b.DriverID, b.HostID, b.Place, b.StartsAt).Scan(&b.ID, &b.Status)
+	if pqErr, ok := errors.AsType[*pq.Error](err); ok && pqErr.Code == foreignKeyViolation {
+		http.Error(w, cmp.Or(userReferences[pqErr.Constraint], "driver_id or host_id")+": no such user", http.StatusBadRequest)
+		return
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -138,7 +174,7 @@ func (s *Service) confirmBooking(w http.ResponseWriter, r *http.Request) {
 		Scan(&b.ID, &b.Place, &b.StartsAt, &driver.ID, &driver.Name, &driver.Email, &driver.PushToken,
 			&host.ID, &host.Name, &host.Email, &host.PushToken)
 	if errors.Is(err, sql.ErrNoRows) {
-		http.Error(w, "no requested booking with that id", http.StatusConflict)
+		s.unconfirmable(w, r, tx, id)
 		return
 	}
 	if err != nil {
@@ -146,6 +182,12 @@ func (s *Service) confirmBooking(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ids, err := s.notes.StageBatch(ctx, tx, Module, confirmations(b, driver, host))
+	if errors.Is(err, notification.ErrInvalidRequest) {
+		// A user stored before the API checked ids can make a dedup
+		// key too long: nothing is confirmed, and the answer says why.
+		http.Error(w, fmt.Sprintf("booking %d: %v", id, err), http.StatusBadRequest)
+		return
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -156,6 +198,21 @@ func (s *Service) confirmBooking(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.InfoContext(ctx, "booking confirmed", "booking_id", b.ID, "notifications", len(ids))
 	reply(w, http.StatusOK, map[string]any{"id": b.ID, "status": "confirmed", "notifications": ids})
+}
+
+// unconfirmable answers a confirmation that updated no booking: 404 when
+// there is no booking id, 409 when its status does not allow it.
+func (s *Service) unconfirmable(w http.ResponseWriter, r *http.Request, tx *sql.Tx, id int64) {
+	var status string
+	err := tx.QueryRowContext(r.Context(), `SELECT status FROM bookings.bookings WHERE id = $1`, id).Scan(&status)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		http.Error(w, "no such booking", http.StatusNotFound)
+	case err != nil:
+		s.fail(w, r, err)
+	default:
+		http.Error(w, fmt.Sprintf("booking %d is %s, neither requested nor confirmed", id, status), http.StatusConflict)
+	}
 }
 
 // confirmations fans one confirmed booking out into one request per
@@ -370,6 +427,16 @@ func parseID(w http.ResponseWriter, r *http.Request) (uuid.UUID, bool) {
 		return uuid.Nil, false
 	}
 	return id, true
+}
+
+// valid answers 400 with err's text, which names each field at fault,
+// and reports whether err is nil.
+func valid(w http.ResponseWriter, err error) bool {
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return false
+	}
+	return true
 }
 
 func decode(w http.ResponseWriter, r *http.Request, v any) bool {

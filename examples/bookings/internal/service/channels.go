@@ -9,10 +9,23 @@ import (
 	"github.com/tidings-go/tidings/delivery/sms"
 )
 
-// Providers locates the providers the service delivers through.
+// MailIdempotencyHeader is the header each mail carries its request's id
+// in: Resend's, whose SMTP relay drops a second message with the same key
+// (a delivery retried after its answer was lost). The example's mail
+// provider is Resend, whose webhooks it receives; another server ignores
+// the header.
+const MailIdempotencyHeader = "Resend-Idempotency-Key"
+
+// Providers locates the providers the service delivers through, and holds
+// the credentials it signs in with. The zero value of a field means the
+// module's default (mail.Config, push.Config, sms.Config).
 type Providers struct {
 	SMTPAddr string // host:port of the SMTP server
 	MailFrom string
+	// SMTPUser and SMTPPassword sign in to the SMTP server (AUTH); both
+	// empty means none. Resend's are "resend" and an API key.
+	SMTPUser     string
+	SMTPPassword string
 
 	PushURL         string // base URL of the Expo push API
 	PushAccessToken string
@@ -21,13 +34,19 @@ type Providers struct {
 	SMSAccountSID string
 	SMSAuthToken  string
 	SMSFrom       string
+	// SMSStatusCallback is the public URL of the service's
+	// /feedback/twilio, sent with each text so that Twilio posts its
+	// statuses there (an undelivered text, an unknown number); "" sends
+	// none.
+	SMSStatusCallback string
 }
 
 // Channels builds the mail, push and SMS deliveries, with the service's
 // templates, rendered when each notification is delivered.
 func (p Providers) Channels() (map[string]delivery.Delivery, error) {
 	m, mErr := mail.New(&mail.Config{
-		Addr: p.SMTPAddr, From: p.MailFrom,
+		Addr: p.SMTPAddr, From: p.MailFrom, Username: p.SMTPUser, Password: p.SMTPPassword,
+		IdempotencyHeader: MailIdempotencyHeader,
 		Templates: map[string]mail.Template{
 			"booking_confirmed": {
 				Subject: "Booking {{.booking_id}} is confirmed",
@@ -53,6 +72,7 @@ func (p Providers) Channels() (map[string]delivery.Delivery, error) {
 	})
 	s, sErr := sms.New(&sms.Config{
 		BaseURL: p.SMSURL, AccountSID: p.SMSAccountSID, AuthToken: p.SMSAuthToken, From: p.SMSFrom,
+		StatusCallback: p.SMSStatusCallback,
 		Templates: map[string]string{
 			"booking_confirmed": "Booking {{.booking_id}} at {{.place}} is confirmed.",
 			"verify_phone":      "Your parking verification code is {{.code}}.",

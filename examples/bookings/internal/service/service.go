@@ -7,6 +7,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	_ "embed"
@@ -40,8 +41,8 @@ type Config struct {
 	DB            *sql.DB
 	DSN           string                       // for the relay's LISTEN session
 	Channels      map[string]delivery.Delivery // "mail", "push", "sms"; "inapp" is added
-	Logger        *slog.Logger
-	ShutdownGrace time.Duration // HTTP and relay drain time; default 10 s
+	Logger        *slog.Logger                 // nil discards
+	ShutdownGrace time.Duration                // HTTP and relay drain time; default 10 s
 	// QuietHoursJitter spreads what quiet hours held back after each
 	// window (notification.Config.QuietHoursJitter); default 5 minutes.
 	QuietHoursJitter time.Duration
@@ -80,18 +81,32 @@ func Migrate(ctx context.Context, db *sql.DB) error {
 
 // Run serves the HTTP API on ln and runs the notification relay until ctx
 // ends, then shuts both down gracefully: the HTTP server finishes its
-// requests, the relay its in-flight deliveries.
+// requests, the relay its in-flight deliveries. Run owns ln: it closes it
+// before it returns, also when it fails before it serves, so that a client
+// waiting on ln learns at once that no service will answer.
 func Run(ctx context.Context, cfg Config, ln net.Listener) error {
 	if cfg.ShutdownGrace == 0 {
 		cfg.ShutdownGrace = 10 * time.Second
 	}
-	log := cfg.Logger.With("component", "bookings")
-	if err := Migrate(ctx, cfg.DB); err != nil {
+	cfg.Logger = cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
+	mux, disp, err := prepare(ctx, cfg)
+	if err != nil {
+		_ = ln.Close()
 		return err
+	}
+	return serve(ctx, cfg, ln, mux, disp)
+}
+
+// prepare migrates the database and builds the service's routes, the
+// providers' report receivers among them, and the dispatcher of its
+// relay.
+func prepare(ctx context.Context, cfg Config) (*http.ServeMux, *notification.Dispatcher, error) {
+	if err := Migrate(ctx, cfg.DB); err != nil {
+		return nil, nil, err
 	}
 	ia, err := inapp.New(&inapp.Config{DB: cfg.DB})
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	deliveries := map[string]delivery.Delivery{"inapp": ia}
 	for ch, d := range cfg.Channels {
@@ -99,26 +114,32 @@ func Run(ctx context.Context, cfg Config, ln net.Listener) error {
 	}
 	notes, err := notification.NewClient(cfg.DB, nil)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	disp, err := notification.NewDispatcher(&notification.Config{Deliveries: deliveries, Categories: categories,
 		Resolvers:        map[string]notification.Resolver{"sms": phoneBook(cfg.DB)},
 		QuietHoursJitter: cfg.QuietHoursJitter, Receipts: cfg.Feedback.receipts(), Logger: cfg.Logger})
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	s := &Service{db: cfg.DB, inapp: ia, notes: notes, log: log}
+	s := &Service{db: cfg.DB, inapp: ia, notes: notes, log: cfg.Logger.With("component", "bookings")}
 	mux := s.routes()
 	// The providers' reports ride the module's relay, which the
-	// dispatcher below applies them from.
+	// dispatcher applies them from.
 	reports, err := notes.FeedbackStore(Module)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	if err := cfg.Feedback.mount(mux, reports, cfg.Logger); err != nil {
-		return err
+		return nil, nil, err
 	}
+	return mux, disp, nil
+}
 
+// serve serves mux on ln and runs the relay with disp as its sink until
+// ctx ends or either fails.
+func serve(ctx context.Context, cfg Config, ln net.Listener, mux *http.ServeMux, disp *notification.Dispatcher) error {
+	log := cfg.Logger.With("component", "bookings")
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second,
 		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) }}
 	// Either one failing stops the other: a relay without its API, or an
