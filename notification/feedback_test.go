@@ -473,10 +473,16 @@ func TestReportOurSide(t *testing.T) {
 	require.Equal(t, string(feedback.ClassOurSide), notes[0].Detail["class"])
 	r.requireDelivered(t, "sms", number, r.sms)
 
-	var rm metricdata.ResourceMetrics
-	require.NoError(t, r.reader.Collect(t.Context(), &rm))
-	require.Equal(t, int64(1), sumCounter(rm, notification.MetricFeedback, notification.AttrProvider, feedback.ProviderTwilio,
-		notification.AttrClass, string(feedback.ClassOurSide)))
+	// Counted once the report's commit is known, a moment after it.
+	var counted int64
+	require.Eventually(t, func() bool {
+		var rm metricdata.ResourceMetrics
+		require.NoError(t, r.reader.Collect(t.Context(), &rm))
+		counted = sumCounter(rm, notification.MetricFeedback, notification.AttrProvider, feedback.ProviderTwilio,
+			notification.AttrClass, string(feedback.ClassOurSide))
+		return counted != 0
+	}, testwait.Within, time.Millisecond, "the report counted as our_side")
+	require.Equal(t, int64(1), counted)
 }
 
 // A bounce that suppresses an address while a delivery to it is running
