@@ -16,7 +16,8 @@
 // renders it. A template that refers to a value the request does not carry
 // fails, naming the value: the request is dead at once ([delivery.Reject]
 // with a [*TemplateError]) instead of a text that says "Your code is <no
-// value>".
+// value>"; so does one that renders nothing but white space
+// ([ErrEmptyText]), which Twilio would refuse.
 //
 // Then one call: POST {BaseURL}/2010-04-01/Accounts/{AccountSID}/Messages.json,
 // form-encoded To, From or MessagingServiceSid, and Body, with HTTP basic

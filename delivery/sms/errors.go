@@ -23,6 +23,11 @@ var (
 	// without calling Twilio.
 	ErrUnknownTemplate = delivery.NewError(delivery.CodeUnknownTemplate, "sms: unknown template")
 
+	// ErrEmptyText: the template rendered nothing but white space, a text
+	// Twilio refuses (error 21602). Deliver answers Reject, naming the
+	// template, without calling Twilio.
+	ErrEmptyText = delivery.NewError(delivery.CodeTemplateFailed, "sms: the text is empty")
+
 	// ErrUnreadableAnswer: Twilio answered 2xx with a body that is not a
 	// Message resource, so whether it took the message is unknown.
 	// Deliver answers Retry: the text may then go twice, which is better

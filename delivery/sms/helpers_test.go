@@ -42,6 +42,7 @@ func testTemplates() map[string]string {
 	return map[string]string{
 		"otp":    "Your code is {{.code}}.",
 		"nested": "Hello {{.user.name}}",
+		"note":   "{{.note}}",
 	}
 }
 

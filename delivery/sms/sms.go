@@ -60,8 +60,9 @@ var sidPattern = regexp.MustCompile(`^[A-Za-z0-9]{1,64}$`)
 //   - [delivery.Reject] without calling Twilio when the request cannot
 //     become a message: p.Recipient is not an E.164 number
 //     ([ErrInvalidRecipient]), the template is unknown
-//     ([ErrUnknownTemplate]) or needs a value p.Data does not carry
-//     ([*TemplateError]), or p has no id ([delivery.ErrNoID]);
+//     ([ErrUnknownTemplate]), needs a value p.Data does not carry
+//     ([*TemplateError]) or renders an empty text ([ErrEmptyText]), or p
+//     has no id ([delivery.ErrNoID]);
 //   - [delivery.Reject] with an [*APIError] when Twilio refused the message
 //     with a 4xx status, such as 400 with error 21211 (invalid number),
 //     with a code for the errors about the number (21211
@@ -124,6 +125,9 @@ func (d *Delivery) render(p delivery.Pending) (string, error) {
 	body, err := t.Execute(p.TemplateData())
 	if err != nil {
 		return "", fmt.Errorf("sms: %w", err)
+	}
+	if strings.TrimSpace(body) == "" {
+		return "", fmt.Errorf("%w: template %q rendered only white space", ErrEmptyText, p.Template)
 	}
 	return body, nil
 }

@@ -189,6 +189,20 @@ func TestDeliver(t *testing.T) {
 		require.Empty(t, b.twilio.Requests())
 	})
 
+	// Twilio refuses an empty text (error 21602): the request is dead
+	// before the call, naming its template.
+	t.Run("EmptyText", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+
+		outcome := b.sender.Deliver(t.Context(), newPending("note", map[string]any{"note": " \n\t"}))
+		require.Equal(t, delivery.KindReject, outcome.Kind(), "%v", outcome)
+		require.ErrorIs(t, outcome.Reason(), sms.ErrEmptyText)
+		require.Equal(t, `sms: the text is empty: template "note" rendered only white space`, outcome.Reason().Error())
+		require.Equal(t, delivery.CodeTemplateFailed, delivery.CodeOf(outcome.Reason()))
+		require.Empty(t, b.twilio.Requests())
+	})
+
 	t.Run("UnknownTemplate", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
