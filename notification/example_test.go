@@ -182,3 +182,62 @@ func ExampleClient_Suppress() {
 		panic(err)
 	}
 }
+
+// A settings page: the person turns marketing push off and keeps their
+// nights quiet for texts, in the write that saves the page. The
+// dispatcher reads both when it delivers, in the claim's statement.
+func ExampleClient_SetPreference() {
+	ctx, db := exampleSetup()
+	c, err := notification.NewClient(db, nil)
+	if err != nil {
+		panic(err)
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		panic(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if err := c.SetPreference(ctx, tx, "user-42", notification.Preference{
+		Category: "marketing", Channel: "push", Enabled: false}); err != nil {
+		panic(err)
+	}
+	if err := c.SetQuietHours(ctx, tx, "user-42", notification.QuietHours{TimeZone: "Europe/Berlin",
+		Windows: []notification.QuietWindow{{Start: notification.At(22, 0), End: notification.At(7, 0),
+			Channels: []string{"sms"}}}}); err != nil {
+		panic(err)
+	}
+	if err := tx.Commit(); err != nil {
+		panic(err)
+	}
+}
+
+// After an outage: what died of it, by cause, and back into the queue
+// once the provider is up again, under the same ids.
+func ExampleClient_Reemit() {
+	ctx, db := exampleSetup()
+	c, err := notification.NewClient(db, nil)
+	if err != nil {
+		panic(err)
+	}
+	since := time.Now().Add(-2 * time.Hour)
+	groups, err := c.CountDead(ctx, &notification.DeadFilter{Since: since}, relay.ByCode)
+	if err != nil {
+		panic(err)
+	}
+	for _, g := range groups {
+		fmt.Println(g.Key, g.Count, "dead, the last at", g.Last)
+	}
+	outage := &notification.DeadFilter{Channel: "sms", Code: delivery.CodeUnavailable, Since: since}
+	dead, err := c.ListDead(ctx, outage)
+	if err != nil {
+		panic(err)
+	}
+	for _, d := range dead {
+		fmt.Println(d.ID, d.Template, d.Reason) // never d.Recipient: personal data
+	}
+	n, err := c.Reemit(ctx, outage)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("re-emitted", n)
+}
