@@ -93,7 +93,10 @@ type Config struct {
 	InFlight int
 	// Timeout is the deliveries' timeout: a repeat whose previous send
 	// reached the provider only once it had passed is explained. Zero
-	// explains none that way.
+	// explains none that way. (A repeat after a hand whose delivery the
+	// dispatcher timed out, its timeline's retry with the code
+	// delivery.timeout, is explained too: the answer came too late, as it
+	// does when the relay's machine stalls.)
 	Timeout time.Duration
 }
 
@@ -117,7 +120,7 @@ type Report struct {
 	Duplicated  int // ids received more than once
 	Extra       int // receipts beyond the first of their id
 	Explained   int // extra receipts inside the window of a fault
-	Late        int // extra receipts after a send the provider got past the timeout
+	Late        int // extra receipts after a send the provider got past the timeout, or whose delivery timed out
 	AfterCommit int // receipts after their event's claim committed: always a bug
 	Unexplained []Duplicate
 	Faults      int
@@ -192,6 +195,10 @@ func Check(ctx context.Context, db *sql.DB, cfg Config, receipts []Receipt, faul
 	if err := crows.Err(); err != nil {
 		return nil, fmt.Errorf("ledger: read claim commits: %w", err)
 	}
+	timedOut, err := timeouts(ctx, db, s, cfg.Module)
+	if err != nil {
+		return nil, err
+	}
 
 	rows, err := db.QueryContext(ctx, `SELECT o.id, o.processed_at IS NOT NULL, o.failed_at IS NOT NULL,
 			o.processed_at IS NULL AND o.failed_at IS NULL AND o.cancelled_at IS NULL,
@@ -260,7 +267,7 @@ func Check(ctx context.Context, db *sql.DB, cfg Config, receipts []Receipt, faul
 			r.NeverReceived++
 		}
 	}
-	r.Duplicated, r.Extra, r.Explained, r.Late, r.AfterCommit, r.Unexplained = Explain(receipts, faults, committed, cfg.InFlight, cfg.Timeout)
+	r.Duplicated, r.Extra, r.Explained, r.Late, r.AfterCommit, r.Unexplained = Explain(receipts, faults, committed, timedOut, cfg.InFlight, cfg.Timeout)
 
 	problem := func(format string, args ...any) { r.Problems = append(r.Problems, fmt.Sprintf(format, args...)) }
 	if r.Staged == 0 {
@@ -309,8 +316,11 @@ func Check(ctx context.Context, db *sql.DB, cfg Config, receipts []Receipt, faul
 // explains at most inFlight repeats (no bound when inFlight is 0): no
 // more deliveries were in flight for it to interrupt. A repeat no fault
 // explains is late when the previous send reached the provider only
-// timeout or more after it started (none is, when timeout is 0).
-func Explain(receipts []Receipt, faults []Fault, committed map[uuid.UUID]time.Time, inFlight int, timeout time.Duration) (duplicated, extra, explained, late, afterCommit int, unexplained []Duplicate) {
+// timeout or more after it started (none is, when timeout is 0), or when
+// the id has a hand whose delivery timed out (timedOut[id], each
+// explaining one repeat): its answer came too late to count.
+func Explain(receipts []Receipt, faults []Fault, committed map[uuid.UUID]time.Time, timedOut map[uuid.UUID]int,
+	inFlight int, timeout time.Duration) (duplicated, extra, explained, late, afterCommit int, unexplained []Duplicate) {
 	byID := map[uuid.UUID][]Receipt{}
 	for _, rc := range receipts {
 		byID[rc.ID] = append(byID[rc.ID], rc)
@@ -372,6 +382,11 @@ func Explain(receipts []Receipt, faults []Fault, committed map[uuid.UUID]time.Ti
 			late++
 			continue
 		}
+		if timedOut[r.rc.ID] > 0 {
+			timedOut[r.rc.ID]--
+			late++
+			continue
+		}
 		why := "no fault's window overlaps its previous delivery, which reached the provider within the timeout"
 		if overlaps {
 			why = fmt.Sprintf("every fault overlapping it already explains %d repeats, as many as deliveries were in flight", inFlight)
@@ -381,6 +396,33 @@ func Explain(receipts []Receipt, faults []Fault, committed map[uuid.UUID]time.Ti
 	}
 	slices.SortFunc(unexplained, func(a, b Duplicate) int { return a.ReceivedAt.Compare(b.ReceivedAt) })
 	return duplicated, extra, explained, late, afterCommit, unexplained
+}
+
+// timeouts counts, per record of module, the hands whose delivery the
+// dispatcher timed out: its timeline's retries with the code
+// delivery.timeout.
+func timeouts(ctx context.Context, db *sql.DB, schema, module string) (map[uuid.UUID]int, error) {
+	rows, err := db.QueryContext(ctx, `SELECT t.record_id, count(*) FROM `+schema+`.timeline t
+		JOIN `+schema+`.outbox o ON o.id = t.record_id
+		WHERE o.module = $1 AND t.event = 'retry' AND t.code = 'delivery.timeout'
+		GROUP BY t.record_id`, module)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: read timeouts: %w", err)
+	}
+	defer rows.Close()
+	n := map[uuid.UUID]int{}
+	for rows.Next() {
+		var id uuid.UUID
+		var k int
+		if err := rows.Scan(&id, &k); err != nil {
+			return nil, fmt.Errorf("ledger: read timeouts: %w", err)
+		}
+		n[id] = k
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("ledger: read timeouts: %w", err)
+	}
+	return n, nil
 }
 
 // Counts are the states of a module's outbox rows.

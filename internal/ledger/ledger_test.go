@@ -30,7 +30,7 @@ func TestExplain(t *testing.T) {
 		{ID: c, At: at(4000)},
 	}
 	faults := []ledger.Fault{{Kind: "kill", Before: at(50), After: at(60)}}
-	duplicated, extra, explained, late, after, unexplained := ledger.Explain(receipts, faults, nil, 0, 0)
+	duplicated, extra, explained, late, after, unexplained := ledger.Explain(receipts, faults, nil, nil, 0, 0)
 	require.Equal(t, 3, duplicated)
 	require.Equal(t, 3, extra)
 	require.Equal(t, 2, explained)
@@ -43,33 +43,42 @@ func TestExplain(t *testing.T) {
 	// deliveries' timeout is late: that delivery answered Retry while its
 	// request was on its way. One that reached it sooner is not.
 	slow := []ledger.Receipt{{ID: b, SendStart: at(100), At: at(2100)}, {ID: b, SendStart: at(2500), At: at(2510)}}
-	_, _, explained, late, _, unexplained = ledger.Explain(slow, nil, nil, 0, 2*time.Second)
+	_, _, explained, late, _, unexplained = ledger.Explain(slow, nil, nil, nil, 0, 2*time.Second)
 	require.Zero(t, explained)
 	require.Equal(t, 1, late)
 	require.Empty(t, unexplained)
-	_, _, _, late, _, unexplained = ledger.Explain(slow, nil, nil, 0, 3*time.Second)
+	_, _, _, late, _, unexplained = ledger.Explain(slow, nil, nil, nil, 0, 3*time.Second)
 	require.Zero(t, late)
 	require.Len(t, unexplained, 1)
+	// Nor is a repeat after a send that reached the provider at once and
+	// whose answer came too late: the relay's machine stalled, and the
+	// dispatcher timed the delivery out. Its timeline says so, once per
+	// such hand.
+	quick := []ledger.Receipt{{ID: b, SendStart: at(100), At: at(110)}, {ID: b, SendStart: at(2500), At: at(2510)},
+		{ID: b, SendStart: at(5000), At: at(5010)}}
+	_, _, _, late, _, unexplained = ledger.Explain(quick, nil, nil, map[uuid.UUID]int{b: 1}, 0, 2*time.Second)
+	require.Equal(t, 1, late)
+	require.Len(t, unexplained, 1, "one timed-out hand explains one repeat")
 
 	// A fault that ended just as the send began still overlaps it.
-	_, _, explained, _, _, unexplained = ledger.Explain(receipts[2:4], []ledger.Fault{{Before: at(90), After: at(100)}}, nil, 0, 0)
+	_, _, explained, _, _, unexplained = ledger.Explain(receipts[2:4], []ledger.Fault{{Before: at(90), After: at(100)}}, nil, nil, 0, 0)
 	require.Equal(t, 1, explained)
 	require.Empty(t, unexplained)
 	// One that ended before it does not.
-	_, _, explained, _, _, _ = ledger.Explain(receipts[2:4], []ledger.Fault{{Before: at(90), After: at(99)}}, nil, 0, 0)
+	_, _, explained, _, _, _ = ledger.Explain(receipts[2:4], []ledger.Fault{{Before: at(90), After: at(99)}}, nil, nil, 0, 0)
 	require.Zero(t, explained)
 
 	// A receipt after its claim committed is a double send, even inside a
 	// fault's window: the claim should have stopped it.
 	committed := map[uuid.UUID]time.Time{a: at(20)}
-	_, _, explained, _, after, unexplained = ledger.Explain(receipts[:2], faults, committed, 0, 0)
+	_, _, explained, _, after, unexplained = ledger.Explain(receipts[:2], faults, committed, nil, 0, 0)
 	require.Zero(t, explained)
 	require.Equal(t, 1, after)
 	require.Len(t, unexplained, 1)
 	require.Contains(t, unexplained[0].Why, "after its claim committed")
 	// Before the commit, the same repeat is the fault's doing.
 	committed[a] = at(3020)
-	_, _, explained, _, after, _ = ledger.Explain(receipts[:2], faults, committed, 0, 0)
+	_, _, explained, _, after, _ = ledger.Explain(receipts[:2], faults, committed, nil, 0, 0)
 	require.Equal(t, 1, explained)
 	require.Zero(t, after)
 
@@ -79,7 +88,7 @@ func TestExplain(t *testing.T) {
 		id := uuid.New()
 		many = append(many, ledger.Receipt{ID: id, SendStart: at(i), At: at(10 + i)}, ledger.Receipt{ID: id, SendStart: at(3000), At: at(3010 + i)})
 	}
-	_, _, explained, _, _, unexplained = ledger.Explain(many, faults, nil, 2, 0)
+	_, _, explained, _, _, unexplained = ledger.Explain(many, faults, nil, nil, 2, 0)
 	require.Equal(t, 2, explained)
 	require.Len(t, unexplained, 1)
 	require.Contains(t, unexplained[0].Why, "as many as deliveries were in flight")
