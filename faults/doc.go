@@ -32,9 +32,9 @@
 //     a crash would, and started again under a relay that is never
 //     restarted.
 //   - TestLostWakeUp: the LISTEN session killed, and kept from coming back,
-//     while events are staged: the sweep claims them within twice its
-//     interval of what a wake-up took before the kill (the machine's own
-//     slowness), and they are delivered.
+//     while events are staged: the sweep claims them within three times
+//     its interval of what a wake-up took before the kill (the machine's
+//     own slowness), well short of the outage, and they are delivered.
 //
 // Tests that stop the server or terminate its sessions run a durable
 // throwaway cluster of their own (internal/pgtemp); the others use the

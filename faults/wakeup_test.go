@@ -20,8 +20,9 @@ const listenRole = "faults_listener"
 // staged, and kept from reconnecting, so every wake-up sent meanwhile is
 // lost and the reconnect's own look comes too late to help. The sweep is
 // the safety net: every event, whenever it was staged, is processed, and
-// claimed within twice the sweep interval of what a wake-up took before
-// the kill.
+// claimed within three sweep intervals of what a wake-up took before the
+// kill (a sweep comes within one; a second, and a third for a machine
+// that stalls, and still well short of the outage's four and a half).
 func TestLostWakeUp(t *testing.T) {
 	t.Parallel()
 	drivertest.Run(t, testLostWakeUp)
@@ -41,8 +42,9 @@ func testLostWakeUp(t *testing.T, _ drivertest.Driver) {
 	waitFor(t, 10*time.Second, func() bool { return b.sessions(t, appListen) == 1 },
 		func() string { return "the LISTEN session" })
 
-	// Stage an event every 100 ms for 3.5 s. At 0.5 s the LISTEN session
-	// is killed and kept away for 2.5 s, two and a half sweeps. One at a
+	// Stage an event every 100 ms for 5.5 s. At 0.5 s the LISTEN session
+	// is killed and kept away for 4.5 s, four and a half sweeps: without
+	// the sweep, the first events of the outage would wait that long. One at a
 	// time: the test measures how long an event waits for its claim, not
 	// how fast the relay drains. Five at a time, 50 a second, with the
 	// hands of up to 0.6 s that a loaded two-core machine gave under
@@ -50,10 +52,10 @@ func testLostWakeUp(t *testing.T, _ drivertest.Driver) {
 	// queued for a free slot, whatever woke the relay.
 	const (
 		every               = 100 * time.Millisecond
-		ticks               = 35
-		killAt, restoreAt   = 5, 30
+		ticks               = 55
+		killAt, restoreAt   = 5, 50
 		perTick             = 1
-		maxLatency          = 2 * sweep
+		maxLatency          = 3 * sweep
 		listenerBackWithin  = 10 * time.Second
 		everythingProcessed = 20 * time.Second
 	)
@@ -127,7 +129,7 @@ func testLostWakeUp(t *testing.T, _ drivertest.Driver) {
 			continue
 		}
 		require.LessOrEqual(t, worst, maxLatency.Seconds()+base,
-			"every event is claimed within twice the sweep interval of the slowest wake-up before the kill (%.3f s)", base)
+			"every event is claimed within three sweep intervals of the slowest wake-up before the kill (%.3f s)", base)
 	}
 
 	stopRelay()

@@ -131,10 +131,13 @@ func TestStall(t *testing.T) {
 		err := c.QueryRowContext(context.Background(), `INSERT INTO `+b.table+` (n) VALUES (1) RETURNING n`).Scan(&n)
 		done <- err
 	}()
+	// The query reaches the proxy and is held there.
+	require.Eventually(t, func() bool { return b.proxy.Held() > 0 }, 10*time.Second, time.Millisecond,
+		"the query held by the stalled proxy")
 	select {
 	case err := <-done:
 		t.Fatalf("a query went through a stalled proxy: %v", err)
-	case <-time.After(300 * time.Millisecond):
+	default:
 	}
 	require.Zero(t, b.rows(t), "the server never saw the query")
 	require.Equal(t, 1, b.proxy.Open(), "the connection stays open")

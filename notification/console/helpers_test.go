@@ -54,17 +54,21 @@ func setup(t *testing.T) testBundle {
 // run supervises a relay of the bundle's module, whose dispatcher
 // delivers every channel through the bundle's recording, until the test
 // ends.
-func (b testBundle) run(t *testing.T) {
+func (b testBundle) run(t *testing.T, opts ...func(*relay.Config)) {
 	t.Helper()
 	d, err := notification.NewDispatcher(&notification.Config{
 		Deliveries: map[string]delivery.Delivery{"mail": b.delivery, "sms": b.delivery, "push": b.delivery, "inapp": b.delivery},
 		Policy:     retrypolicy.Policy{MaxAttempts: 2, BaseDelay: 20 * time.Millisecond, RandFunc: func() float64 { return 0 }},
 	})
 	require.NoError(t, err)
-	relaytest.Supervise(t, b.db, relay.Config{
+	cfg := relay.Config{
 		Module: module, Schema: b.schema, Listener: pqlisten.New(pgtest.URL(t)),
 		HandTimeout: 5 * time.Second, Lease: 10 * time.Second, SweepInterval: time.Hour, GracePeriod: 5 * time.Second,
-	}, d)
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	relaytest.Supervise(t, b.db, cfg, d)
 }
 
 // stage commits reqs, staged with ctx, and returns their ids.
