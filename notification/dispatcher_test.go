@@ -83,17 +83,55 @@ func testDispatcher(t *testing.T, _ drivertest.Driver) {
 		require.Equal(t, 1, b.claims(t, id), "the retry's claim rolled back, the delivery's committed")
 	})
 
+	// Through each of the claim's statements: a request alone in its batch
+	// (the rules read in the claim), the requests of a batch claimed each
+	// in a transaction of its own (with and without a dedup key), and
+	// together in one (alone in the batch, or beside another channel's,
+	// the rules read before).
 	t.Run("RedeliveryOfACommittedClaimIsNotDeliveredAgain", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		b.run(t, b.dispatcher(t, b.config()))
-		id := b.stage(t, mailTo("a@example.com"))[0]
-		b.waitSettled(t, id)
-		b.loseSettleAndReemit(t, id)
-		st := b.waitSettled(t, id)
-		require.Equal(t, relay.StateProcessed, st.State)
-		require.Equal(t, 1, st.Hands, "handed again after the re-emit")
-		require.Equal(t, 1, b.mail.Count(id), "delivered once")
+		for name, tc := range map[string]struct {
+			commit notification.Commit
+			n      int
+			dedup  bool
+			sms    bool
+		}{
+			"Alone":                        {notification.CommitEach, 1, false, false},
+			"EachOfABatch":                 {notification.CommitEach, 3, false, false},
+			"EachOfABatchWithDedupKeys":    {notification.CommitEach, 3, true, false},
+			"SharedBatch":                  {notification.CommitShared, 3, false, false},
+			"SharedBatchBesideAnotherLane": {notification.CommitShared, 3, false, true},
+		} {
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				b := setup(t)
+				cfg := b.config()
+				cfg.Commit = map[string]notification.Commit{"mail": tc.commit}
+				b.run(t, b.dispatcher(t, cfg))
+				var reqs []notification.Request
+				for i := range tc.n {
+					r := mailTo(fmt.Sprintf("r%d@example.com", i))
+					if tc.dedup {
+						r.DedupKey = fmt.Sprintf("welcome/r%d", i)
+					}
+					reqs = append(reqs, r)
+				}
+				if tc.sms {
+					reqs = append(reqs, notification.Request{Channel: "sms", Recipient: "+15550100", Template: "code"})
+				}
+				ids := b.stage(t, reqs...)
+				for _, id := range ids {
+					b.waitSettled(t, id)
+				}
+				b.loseSettleAndReemit(t, ids...)
+				for _, id := range ids {
+					st := b.waitSettled(t, id)
+					require.Equal(t, relay.StateProcessed, st.State)
+					require.Equal(t, 1, st.Hands, "handed again after the re-emit")
+					require.Equal(t, 1, b.mail.Count(id)+b.sms.Count(id), "delivered once")
+				}
+			})
+		}
 	})
 
 	t.Run("TwoRelaysHandingTheSameRowDeliverOnce", func(t *testing.T) {

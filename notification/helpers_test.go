@@ -79,13 +79,17 @@ func (b testBundle) meteredConfig(categories map[string]notification.Category) (
 // had been lost and it had died of something else (as a crash after the
 // claim's commit and then MaxHands would have it), and re-emits it as an
 // operator would.
-func (b testBundle) loseSettleAndReemit(t *testing.T, id uuid.UUID) {
+func (b testBundle) loseSettleAndReemit(t *testing.T, ids ...uuid.UUID) {
 	t.Helper()
-	_, err := b.db.ExecContext(t.Context(), `UPDATE "`+b.schema+`".outbox SET processed_at = NULL, failed_at = now(), failure_reason = 'lost' WHERE id = $1`, id)
+	for _, id := range ids {
+		_, err := b.db.ExecContext(t.Context(), `UPDATE "`+b.schema+`".outbox SET processed_at = NULL, failed_at = now(), failure_reason = 'lost'
+			WHERE id = $1`, id)
+		require.NoError(t, err)
+	}
+	// In one statement: the relay claims them together, as one batch.
+	n, err := b.ob.Reemit(t.Context(), b.db, &relay.DeadFilter{IDs: ids})
 	require.NoError(t, err)
-	n, err := b.ob.Reemit(t.Context(), b.db, &relay.DeadFilter{IDs: []uuid.UUID{id}})
-	require.NoError(t, err)
-	require.EqualValues(t, 1, n)
+	require.EqualValues(t, len(ids), n)
 }
 
 func (b testBundle) dispatcher(t *testing.T, cfg notification.Config) *notification.Dispatcher {
