@@ -173,33 +173,57 @@ func testDispatcher(t *testing.T, _ drivertest.Driver) {
 		}
 	})
 
+	// The backoff counts from the answer, not from the claim's start: a
+	// delivery slower than the delay is not offered again at once, when
+	// the retry is written in the claim's transaction (a shared commit) as
+	// much as in the relay's settle.
 	t.Run("RetryIsOfferedAfterTheBackoffThenExhausted", func(t *testing.T) {
 		t.Parallel()
+		eachCommit(t, func(t *testing.T, commit map[string]notification.Commit) {
+			b := setup(t)
+			cfg := b.config()
+			cfg.Commit = map[string]notification.Commit{"mail": commit["mail"]}
+			cfg.Policy = retrypolicy.Policy{MaxAttempts: 3, BaseDelay: 300 * time.Millisecond, RandFunc: func() float64 { return 0 }}
+			const takes = 400 * time.Millisecond
+			var started, answered []time.Time // one hand at a time: a single record
+			cfg.Deliveries = map[string]delivery.Delivery{"mail": delivery.Func(func(_ context.Context, p delivery.Pending) delivery.Outcome {
+				started = append(started, time.Now())
+				time.Sleep(takes) // the provider's slowness, not a synchronization
+				answered = append(answered, time.Now())
+				return delivery.Retry(fmt.Errorf("provider busy (attempt %d)", p.Attempt))
+			})}
+			b.run(t, b.dispatcher(t, cfg))
+			id := b.stage(t, mailTo("a@example.com"))[0]
+
+			require.Eventually(t, func() bool { return b.status(t, id).Attempts == 1 }, 10*time.Second, time.Millisecond)
+			st := b.status(t, id)
+			require.Equal(t, relay.StatePending, st.State)
+			require.Equal(t, "provider busy (attempt 1)", st.LastError)
+			require.True(t, st.NextAttempt.After(st.CreatedAt), "a next attempt is scheduled")
+			require.Equal(t, 0, b.claims(t, id), "a retry leaves no claim")
+
+			st = b.waitSettled(t, id)
+			require.Equal(t, relay.StateDead, st.State)
+			require.Equal(t, "exhausted after 3 attempts: provider busy (attempt 3)", st.Reason)
+			require.Len(t, started, 3)
+			require.GreaterOrEqual(t, started[1].Sub(answered[0]), 300*time.Millisecond, "never inside the backoff window")
+			require.GreaterOrEqual(t, started[2].Sub(answered[1]), 600*time.Millisecond, "doubling")
+			require.Equal(t, 0, b.claims(t, id))
+		})
+	})
+
+	// A provider's Retry-After shorter than the policy's delay does not
+	// bring the next attempt forward: the policy's backoff is the least.
+	t.Run("PolicyWinsOverAShorterRetryAfter", func(t *testing.T) {
+		t.Parallel()
 		b := setup(t)
+		b.mail.Script(delivery.RetryAfter(errors.New("429"), time.Millisecond))
 		cfg := b.config()
-		cfg.Policy = retrypolicy.Policy{MaxAttempts: 3, BaseDelay: 300 * time.Millisecond, RandFunc: func() float64 { return 0 }}
-		var calls []time.Time
-		cfg.Deliveries = map[string]delivery.Delivery{"mail": delivery.Func(func(_ context.Context, p delivery.Pending) delivery.Outcome {
-			calls = append(calls, time.Now()) // one hand at a time: a single record
-			return delivery.Retry(fmt.Errorf("provider busy (attempt %d)", p.Attempt))
-		})}
+		cfg.Policy = retrypolicy.Policy{BaseDelay: time.Hour, RandFunc: func() float64 { return 0 }}
 		b.run(t, b.dispatcher(t, cfg))
 		id := b.stage(t, mailTo("a@example.com"))[0]
-
 		require.Eventually(t, func() bool { return b.status(t, id).Attempts == 1 }, 10*time.Second, time.Millisecond)
-		st := b.status(t, id)
-		require.Equal(t, relay.StatePending, st.State)
-		require.Equal(t, "provider busy (attempt 1)", st.LastError)
-		require.True(t, st.NextAttempt.After(st.CreatedAt), "a next attempt is scheduled")
-		require.Equal(t, 0, b.claims(t, id), "a retry leaves no claim")
-
-		st = b.waitSettled(t, id)
-		require.Equal(t, relay.StateDead, st.State)
-		require.Equal(t, "exhausted after 3 attempts: provider busy (attempt 3)", st.Reason)
-		require.Len(t, calls, 3)
-		require.GreaterOrEqual(t, calls[1].Sub(calls[0]), 300*time.Millisecond, "never inside the backoff window")
-		require.GreaterOrEqual(t, calls[2].Sub(calls[1]), 600*time.Millisecond, "doubling")
-		require.Equal(t, 0, b.claims(t, id))
+		require.WithinDuration(t, time.Now().Add(time.Hour), b.status(t, id).NextAttempt, time.Minute)
 	})
 
 	t.Run("ProviderRetryAfterWinsWhenLonger", func(t *testing.T) {
