@@ -303,35 +303,56 @@ func testDispatcher(t *testing.T, _ drivertest.Driver) {
 		require.Equal(t, `exhausted after 1 attempts: delivery for channel "sms" timed out: DeliveryTimeout of 50ms passed: context deadline exceeded`, b.waitSettled(t, ids[1]).Reason)
 	})
 
+	// Also for a delivery that writes in the claim's transaction, which a
+	// shared commit runs inside a savepoint.
 	t.Run("CausationAndCorrelationFlowIntoWhatADeliveryStages", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		cfg := b.config()
-		followUp := make(chan uuid.UUID, 1)
-		cfg.Deliveries["mail"] = delivery.Func(func(ctx context.Context, p delivery.Pending) delivery.Outcome {
-			if p.Template == "welcome" {
-				// The delivery passes no ids: they ride its context.
-				id, err := b.ob.Stage(ctx, b.native.Execer(), must(notification.Request{Channel: "sms", Recipient: "+1555", Template: "after-welcome"}.Message(module)))
-				if err != nil {
-					return delivery.Retry(err)
+		for _, inTx := range []bool{false, true} {
+			t.Run(fmt.Sprintf("InTheClaimsTransaction=%v", inTx), func(t *testing.T) {
+				t.Parallel()
+				b := setup(t)
+				cfg := b.config()
+				followUp := make(chan uuid.UUID, 1)
+				stage := delivery.Func(func(ctx context.Context, p delivery.Pending) delivery.Outcome {
+					if p.Template == "welcome" {
+						// The delivery passes no ids: they ride its context.
+						var to dbtx.Execer = b.native.Execer()
+						if tx, ok := delivery.TxFrom(ctx); ok {
+							to = tx
+						}
+						id, err := b.ob.Stage(ctx, to, must(notification.Request{Channel: "sms", Recipient: "+1555", Template: "after-welcome"}.Message(module)))
+						if err != nil {
+							return delivery.Retry(err)
+						}
+						followUp <- id
+					}
+					return delivery.Delivered()
+				})
+				cfg.Deliveries["mail"] = stage
+				if inTx {
+					cfg.Deliveries["mail"] = writesInTx{stage}
 				}
-				followUp <- id
-			}
-			return delivery.Delivered()
-		})
-		b.run(t, b.dispatcher(t, cfg))
-		ctx := relay.WithCorrelationID(t.Context(), "signup-3")
-		first, err := b.ob.Stage(ctx, b.native.Execer(), must(mailTo("a@example.com").Message(module)))
-		require.NoError(t, err)
+				b.run(t, b.dispatcher(t, cfg))
+				ctx := relay.WithCorrelationID(t.Context(), "signup-3")
+				first, err := b.ob.Stage(ctx, b.native.Execer(), must(mailTo("a@example.com").Message(module)))
+				require.NoError(t, err)
 
-		second := testwait.Recv(t, followUp, "the follow-up staged by the delivery")
-		got, err := b.sms.Wait(waitCtx(t), 1)
-		require.NoError(t, err)
-		require.Equal(t, second, got[0].ID)
-		require.Equal(t, first.String(), got[0].CausationID)
-		require.Equal(t, "signup-3", got[0].CorrelationID)
+				second := testwait.Recv(t, followUp, "the follow-up staged by the delivery")
+				got, err := b.sms.Wait(waitCtx(t), 1)
+				require.NoError(t, err)
+				require.Equal(t, second, got[0].ID)
+				require.Equal(t, first.String(), got[0].CausationID)
+				require.Equal(t, "signup-3", got[0].CorrelationID)
+			})
+		}
 	})
 }
+
+// writesInTx is a delivery that writes through the claim's transaction
+// (delivery.TxFrom), as the in-app module does.
+type writesInTx struct{ delivery.Func }
+
+func (writesInTx) Repeats() delivery.Repeat { return delivery.RepeatImpossible }
 
 func TestNewDispatcherRejectsBadConfig(t *testing.T) {
 	t.Parallel()
