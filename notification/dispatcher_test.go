@@ -380,6 +380,41 @@ func TestNewDispatcherRejectsBadConfig(t *testing.T) {
 	}
 }
 
+// G1 through the Client: what Stage and StageBatch stage belongs to the
+// caller's transaction. Rolled back, none of it exists or is ever
+// delivered; committed, each is delivered once.
+func TestClientStagesInTheCallersTransaction(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.run(t, b.dispatcher(t, b.config()))
+	stage := func(commit bool) []uuid.UUID {
+		tx, err := b.db.BeginTx(t.Context(), nil)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback() }()
+		one, err := b.client.Stage(t.Context(), tx, module, mailTo("one@example.com"))
+		require.NoError(t, err)
+		ids, err := b.client.StageBatch(t.Context(), tx, module, []notification.Request{mailTo("b1@example.com"), mailTo("b2@example.com")})
+		require.NoError(t, err)
+		if commit {
+			require.NoError(t, tx.Commit())
+		}
+		return append(ids, one)
+	}
+	rolledBack := stage(false)
+	committed := stage(true)
+	for _, id := range committed {
+		require.Equal(t, relay.StateProcessed, b.waitSettled(t, id).State)
+		require.Equal(t, 1, b.mail.Count(id))
+	}
+	// Staged before the committed ones, which are delivered: had the
+	// rolled-back ones been written, they would be too.
+	for _, id := range rolledBack {
+		_, err := b.ob.Status(t.Context(), b.db, id)
+		require.ErrorIs(t, err, relay.ErrNotFound, "a rolled-back request exists")
+		require.Zero(t, b.mail.Count(id), "a rolled-back request was delivered")
+	}
+}
+
 func TestStageValidates(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

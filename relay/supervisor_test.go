@@ -407,21 +407,22 @@ func TestSuperviseRejectsBadConfig(t *testing.T) {
 		cfg  relay.Config
 		want string
 	}{
-		"NoModule":          {relay.Config{}, "Module is empty"},
-		"BadModule":         {relay.Config{Module: "Orders"}, "Module"},
-		"BadSchema":         {relay.Config{Module: module, Schema: `x"; drop table y;--`}, "Schema"},
-		"LongSchema":        {relay.Config{Module: module, Schema: strings.Repeat("s", 64)}, "Schema is 64 bytes"},
-		"NegativeBatch":     {relay.Config{Module: module, BatchSize: -1}, "BatchSize is negative"},
-		"NegativeConc":      {relay.Config{Module: module, Concurrency: -5}, "Concurrency is negative"},
-		"LeaseBelowTimeout": {relay.Config{Module: module, HandTimeout: time.Minute, Lease: 30 * time.Second}, "Lease (30s) must be longer than HandTimeout (1m0s)"},
-		"NegativeGrace":     {relay.Config{Module: module, GracePeriod: -time.Second}, "GracePeriod is negative"},
-		"NegativeUnsure":    {relay.Config{Module: module, MaxUnsure: -1}, "MaxUnsure is negative"},
-		"LaneAboveConc":     {relay.Config{Module: module, Concurrency: 10, LaneLimit: 11}, "LaneLimit (11) must not exceed Concurrency (10)"},
-		"NoLimitConc":       {relay.Config{Module: module, Concurrency: math.MaxInt, LaneLimit: 10}, "Concurrency (9223372036854775807) is more than LimitMax"},
-		"HugeBatch":         {relay.Config{Module: module, BatchSize: relay.LimitMax + 1}, "BatchSize (1000001) is more than LimitMax"},
-		"HugeMaxHands":      {relay.Config{Module: module, MaxHands: 1 << 31}, "MaxHands (2147483648) is more than LimitMax"},
-		"HugeMaxUnsure":     {relay.Config{Module: module, MaxUnsure: math.MaxInt}, "MaxUnsure (9223372036854775807) is more than LimitMax"},
-		"EndlessHand":       {relay.Config{Module: module, HandTimeout: math.MaxInt64}, "HandTimeout (2562047h47m16.854775807s) is too long"},
+		"NoModule":           {relay.Config{}, "Module is empty"},
+		"BadModule":          {relay.Config{Module: "Orders"}, "Module"},
+		"BadSchema":          {relay.Config{Module: module, Schema: `x"; drop table y;--`}, "Schema"},
+		"LongSchema":         {relay.Config{Module: module, Schema: strings.Repeat("s", 64)}, "Schema is 64 bytes"},
+		"NegativeBatch":      {relay.Config{Module: module, BatchSize: -1}, "BatchSize is negative"},
+		"NegativeConc":       {relay.Config{Module: module, Concurrency: -5}, "Concurrency is negative"},
+		"LeaseBelowTimeout":  {relay.Config{Module: module, HandTimeout: time.Minute, Lease: 30 * time.Second}, "Lease (30s) must be longer than HandTimeout (1m0s)"},
+		"LeaseEqualsTimeout": {relay.Config{Module: module, HandTimeout: time.Minute, Lease: time.Minute}, "Lease (1m0s) must be longer than HandTimeout (1m0s)"},
+		"NegativeGrace":      {relay.Config{Module: module, GracePeriod: -time.Second}, "GracePeriod is negative"},
+		"NegativeUnsure":     {relay.Config{Module: module, MaxUnsure: -1}, "MaxUnsure is negative"},
+		"LaneAboveConc":      {relay.Config{Module: module, Concurrency: 10, LaneLimit: 11}, "LaneLimit (11) must not exceed Concurrency (10)"},
+		"NoLimitConc":        {relay.Config{Module: module, Concurrency: math.MaxInt, LaneLimit: 10}, "Concurrency (9223372036854775807) is more than LimitMax"},
+		"HugeBatch":          {relay.Config{Module: module, BatchSize: relay.LimitMax + 1}, "BatchSize (1000001) is more than LimitMax"},
+		"HugeMaxHands":       {relay.Config{Module: module, MaxHands: 1 << 31}, "MaxHands (2147483648) is more than LimitMax"},
+		"HugeMaxUnsure":      {relay.Config{Module: module, MaxUnsure: math.MaxInt}, "MaxUnsure (9223372036854775807) is more than LimitMax"},
+		"EndlessHand":        {relay.Config{Module: module, HandTimeout: math.MaxInt64}, "HandTimeout (2562047h47m16.854775807s) is too long"},
 	} {
 		err := relay.Supervise(t.Context(), db, &tc.cfg, newRecorder(nil))
 		require.ErrorIs(t, err, relay.ErrConfig, name)

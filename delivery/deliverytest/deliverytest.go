@@ -145,8 +145,9 @@ func delivers(t tb, s Subject) {
 	requireKeyOf(t, keys[0], p)
 }
 
-// sameIDSameKey: delivering one request twice gives the provider the same
-// key twice.
+// sameIDSameKey: delivering one request twice, as its first attempt and
+// its next (as the dispatcher does after a lost answer), gives the
+// provider the same key twice.
 func sameIDSameKey(t tb, f Features, s Subject) {
 	t.Helper()
 	p := pending(t, s)
@@ -155,6 +156,7 @@ func sameIDSameKey(t tb, f Features, s Subject) {
 		out := s.Delivery.Deliver(t.Context(), p)
 		checkOutcome(t, s, p, out)
 		require.Equal(t, delivery.KindDelivered, out.Kind(), "delivery %d of the same request answered %s", i+1, out)
+		p.Attempt++
 	}
 
 	keys := s.Keys()

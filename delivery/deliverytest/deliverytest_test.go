@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -79,6 +80,14 @@ func TestSuiteCatchesFaults(t *testing.T) {
 		{
 			name:  "KeyPerAttempt",
 			fault: keyPerAttempt,
+			check: func(tb *recorder, s deliverytest.Subject) {
+				deliverytest.SameIDSameKey(tb, deliverytest.Features{Remote: true}, s)
+			},
+			want: []string{"the same request went out under two idempotency keys"},
+		},
+		{
+			name:  "KeyWithTheAttempt",
+			fault: keyWithAttempt,
 			check: func(tb *recorder, s deliverytest.Subject) {
 				deliverytest.SameIDSameKey(tb, deliverytest.Features{Remote: true}, s)
 			},
@@ -166,6 +175,8 @@ func (d *webhook) Deliver(ctx context.Context, p delivery.Pending) delivery.Outc
 		key = ""
 	case keyPerAttempt:
 		key = uuid.NewString()
+	case keyWithAttempt:
+		key = p.ID.String() + "-" + strconv.Itoa(p.Attempt)
 	}
 	resp, out, ok := httpcall.Do(ctx, d.client, req, key)
 	if !ok {
@@ -198,10 +209,12 @@ const (
 	keyPerAttempt         // sends a fresh key on every call
 	namesRecipient        // names the recipient when its context ends
 	ignoresDeadline       // calls the provider without the delivery's deadline
+	keyWithAttempt        // sends its id with the attempt's number as the key
 )
 
 func (f fault) String() string {
-	return [...]string{"has no fault", "quotes the body", "forgets the key", "sends a key per attempt", "names the recipient", "ignores the deadline"}[f]
+	return [...]string{"has no fault", "quotes the body", "forgets the key", "sends a key per attempt", "names the recipient", "ignores the deadline",
+		"puts the attempt in the key"}[f]
 }
 
 // webhookSubject starts a fake provider for t and wires a webhook with
