@@ -235,7 +235,9 @@ func (r feedbackRig) notes(t *testing.T, id uuid.UUID) []relay.Entry {
 // A hard bounce posted by Resend suppresses the address it names: the
 // message it is about gets a "feedback" entry, a pending request to the
 // address (in another case) ends suppressed, and so does the next one,
-// without a provider call. No timeline holds the address.
+// without a provider call; a pending request on another channel, or to an
+// address that holds this one, is not ended. No timeline holds the
+// address.
 func TestFeedbackBounce(t *testing.T) {
 	t.Parallel()
 	r := newFeedbackRig(t, nil)
@@ -243,6 +245,10 @@ func TestFeedbackBounce(t *testing.T) {
 	later := mailTo("ADA@example.com")
 	later.NotBefore = time.Now().Add(time.Hour)
 	held := r.stage(t, later)[0]
+	otherChannel := notification.Request{Channel: "sms", Recipient: "ada@example.com", Template: "code", NotBefore: later.NotBefore}
+	longer := mailTo("lada@example.com")
+	longer.NotBefore = later.NotBefore
+	untouched := r.stage(t, otherChannel, longer)
 
 	r.postResend(t, "msg_bounce_1", resendEvent(t, "email.bounced", "email-1", "Ada@Example.com", "Permanent"))
 	rep := r.waitApplied(t, feedback.ProviderResend, "msg_bounce_1")
@@ -264,6 +270,11 @@ func TestFeedbackBounce(t *testing.T) {
 	require.Zero(t, r.mail.Count(held))
 	require.Equal(t, report.String(), ruleEntry(t, st, notification.RuleSuppression).Detail["report"])
 	require.Equal(t, float64(1), rep.Timeline[len(rep.Timeline)-1].Detail["ended"], "the report's own timeline")
+	for _, id := range untouched {
+		st, err := r.client.Status(t.Context(), id)
+		require.NoError(t, err)
+		require.Equal(t, relay.StatePending, st.State, "a request to another channel or address ended: %+v", st)
+	}
 
 	r.requireStopped(t, "mail", "ada@example.com", r.mail)
 
@@ -272,6 +283,18 @@ func TestFeedbackBounce(t *testing.T) {
 	for _, tl := range [][]relay.Entry{sentStatus.Timeline, st.Timeline, rep.Timeline} {
 		require.NotContains(t, strings.ToLower(fmt.Sprint(tl)), "example.com", "no address in a timeline")
 	}
+}
+
+// A spam complaint suppresses the address for every category: the next
+// request to it ends suppressed without a provider call.
+func TestReportComplaint(t *testing.T) {
+	t.Parallel()
+	r := newFeedbackRig(t, nil)
+	r.deliveredWith(t, r.mail, "mail", "cy@example.com", "email-2")
+	r.postResend(t, "msg_complaint_1", resendEvent(t, "email.complained", "email-2", "cy@example.com", ""))
+	r.waitApplied(t, feedback.ProviderResend, "msg_complaint_1")
+	r.requireSuppressed(t, "mail", "cy@example.com", feedback.ClassComplaint, feedback.CodeComplaint)
+	r.requireStopped(t, "mail", "cy@example.com", r.mail)
 }
 
 // A report a provider posts twice (its retry) is one record, applied
