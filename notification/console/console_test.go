@@ -204,6 +204,34 @@ func TestForgery(t *testing.T) {
 		require.Equal(t, relay.StateDead, b.state(t, id), "%s changed nothing", name)
 	}
 
+	// Every other POST is guarded alike: a forged one changes nothing.
+	later := notification.Request{Channel: "mail", Recipient: "ada@example.com", Template: "welcome", NotBefore: time.Now().Add(time.Hour)}
+	pending := b.stage(t, t.Context(), later)[0]
+	require.NoError(t, b.client.Suppress(t.Context(), b.db, notification.Suppression{Channel: "mail", Address: "bea@example.com"}))
+	guarded := map[string]url.Values{
+		"/requests/" + id.String() + "/reemit":      {},
+		"/requests/" + pending.String() + "/cancel": {},
+		"/suppressions/lift":                        {"channel": {"mail"}, "address": {"bea@example.com"}, "scope": {""}},
+	}
+	for path, fields := range guarded {
+		for name, forged := range map[string]struct {
+			csrf    string
+			headers map[string]string
+		}{"NoToken": {"", nil}, "CrossSite": {token, map[string]string{"Sec-Fetch-Site": "cross-site"}}} {
+			f := url.Values{"csrf": {forged.csrf}}
+			for k, v := range fields {
+				f[k] = v
+			}
+			resp := s.post(t, path, f, forged.headers)
+			require.Equal(t, http.StatusForbidden, resp.StatusCode, "%s %s", path, name)
+		}
+	}
+	require.Equal(t, relay.StateDead, b.state(t, id), "a forged re-emit changed nothing")
+	require.Equal(t, relay.StatePending, b.state(t, pending), "a forged cancel changed nothing")
+	kept, err := b.client.Suppressions(t.Context(), &notification.SuppressionFilter{Channel: "mail", Address: "bea@example.com"})
+	require.NoError(t, err)
+	require.Len(t, kept, 1, "a forged lift changed nothing")
+
 	resp := s.post(t, "/dead/reemit", form(token), nil)
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 	require.Equal(t, "/dead/list?code=recipient.invalid&reemitted=1", resp.Header.Get("Location"))

@@ -79,6 +79,17 @@ func TestSuppressionsPage(t *testing.T) {
 	left, err = b.client.Suppressions(t.Context(), nil)
 	require.NoError(t, err)
 	require.Len(t, left, 1, "nothing lifted read-only")
+
+	// A row's lift lifts its scope alone: the number's suppression for
+	// every category stays.
+	require.NoError(t, b.client.Suppress(t.Context(), b.db, notification.Suppression{Channel: "sms", Address: phone,
+		Class: feedback.ClassPermanent, Reason: "twilio.30005"}))
+	resp = lift(url.Values{"channel": {"sms"}, "address": {phone}, "scope": {"marketing"}})
+	require.Equal(t, "/suppressions?channel=sms&lifted=yes", resp.Header.Get("Location"))
+	left, err = b.client.Suppressions(t.Context(), nil)
+	require.NoError(t, err)
+	require.Len(t, left, 1)
+	require.Empty(t, left[0].Scope, "the suppression for every category is left")
 }
 
 // A page holds SuppressionsLimitMax rows at most; it says how to reach the
