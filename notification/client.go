@@ -278,7 +278,7 @@ type DeadFilter struct {
 	Code    string      // only requests dead of this cause (Dead.Code), such as "provider.unavailable"
 	Since   time.Time   // only requests that died at or after this time
 	Until   time.Time   // only requests that died before this time
-	IDs     []uuid.UUID // only these requests
+	IDs     []uuid.UUID // only these requests; nil means any, an empty list none
 	// After, for ListDead, starts the page after this request: the last
 	// one of the previous page. Nil starts at the first.
 	After *Dead

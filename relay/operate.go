@@ -31,7 +31,7 @@ type DeadFilter struct {
 	Code   string      // only records dead of this cause (DeadRecord.Code)
 	Since  time.Time   // only records that died at or after this time
 	Until  time.Time   // only records that died before this time
-	IDs    []uuid.UUID // only these records
+	IDs    []uuid.UUID // only these records; nil means any, an empty list none
 	// After, for ListDead, starts the page after this record: the last one
 	// of the previous page. Nil starts at the first.
 	After *DeadRecord

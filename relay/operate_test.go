@@ -51,11 +51,15 @@ func TestOperate(t *testing.T) {
 			"Future":      {Since: time.Now().Add(time.Hour)},
 			"Past":        {Until: time.Now().Add(-time.Hour)},
 			"UnknownID":   {IDs: []uuid.UUID{uuid.New()}},
+			"NoIDs":       {IDs: []uuid.UUID{}}, // an empty selection, not every record
 		} {
 			dead, err := b.ob.ListDead(t.Context(), b.db, f)
 			require.NoError(t, err, name)
 			require.Empty(t, dead, name)
 		}
+		n, err := b.ob.Reemit(t.Context(), b.db, &relay.DeadFilter{IDs: []uuid.UUID{}})
+		require.NoError(t, err)
+		require.Zero(t, n, "an empty selection re-emits nothing")
 		dead, err = b.ob.ListDead(t.Context(), b.db, &relay.DeadFilter{IDs: ids[1:2]})
 		require.NoError(t, err)
 		require.Len(t, dead, 1)

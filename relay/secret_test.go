@@ -38,7 +38,9 @@ func TestSecretIsErasedWhenTheRecordEnds(t *testing.T) {
 	req := relay.Message{Module: module, Kind: "later", Payload: payload(4), Secret: secret, NotBefore: time.Now().Add(time.Hour)}
 	cancelled, err := b.ob.Stage(t.Context(), b.db, req)
 	require.NoError(t, err)
-	require.Equal(t, 4, b.count(t, "secret IS NOT NULL"), "a secret per record staged with one")
+	finished, err := b.ob.Stage(t.Context(), b.db, req) // as a provider's report ends a pending request
+	require.NoError(t, err)
+	require.Equal(t, 5, b.count(t, "secret IS NOT NULL"), "a secret per record staged with one")
 
 	sink := newRecorder(func(_ context.Context, rec relay.Record) relay.Result {
 		if rec.Kind == "dead" {
@@ -58,7 +60,10 @@ func TestSecretIsErasedWhenTheRecordEnds(t *testing.T) {
 	ok, err := b.ob.Cancel(t.Context(), b.db, cancelled)
 	require.NoError(t, err)
 	require.True(t, ok)
-	require.Zero(t, b.count(t, "secret IS NOT NULL"), "processed, dead and cancelled: every secret erased")
+	ended, err := b.ob.Finish(t.Context(), b.db, []uuid.UUID{finished}, "ended", nil)
+	require.NoError(t, err)
+	require.Equal(t, []uuid.UUID{finished}, ended)
+	require.Zero(t, b.count(t, "secret IS NOT NULL"), "processed, dead, cancelled and finished: every secret erased")
 
 	// A dead record re-emitted has no secret any more.
 	n, err := b.ob.Reemit(t.Context(), b.db, &relay.DeadFilter{IDs: []uuid.UUID{dead}})
