@@ -414,6 +414,20 @@ func TestReportTransientLimit(t *testing.T) {
 			r.requireStopped(t, channel, address, map[string]*recording.Delivery{"mail": r.mail, "sms": r.sms}[channel])
 		})
 	}
+	// Failures older than TransientWindow (14 days) no longer count: two
+	// of them and a fresh one stay below the limit.
+	t.Run("OldFailuresAgeOut", func(t *testing.T) {
+		t.Parallel()
+		const address = "aged@example.com"
+		delayed(t, address, 2)
+		_, err := r.db.ExecContext(t.Context(), `UPDATE "`+r.schema+`".transient_failure
+			SET failed_at = ARRAY(SELECT f - interval '15 days' FROM unnest(failed_at) f) WHERE channel = 'mail' AND address = $1`, address)
+		require.NoError(t, err)
+		r.postResend(t, "msg_aged_late", resendEvent(t, "email.delivery_delayed", "email-aged-late", address, ""))
+		r.waitApplied(t, feedback.ProviderResend, "msg_aged_late")
+		require.Empty(t, r.suppressionsOf(t, "mail", address))
+		r.requireDelivered(t, "mail", address, r.mail)
+	})
 }
 
 // A provider reports a message delayed at each of its retries (SendGrid's
