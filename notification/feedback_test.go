@@ -297,6 +297,29 @@ func TestReportComplaint(t *testing.T) {
 	r.requireStopped(t, "mail", "cy@example.com", r.mail)
 }
 
+// A SendGrid group's unsubscribe or resubscribe is the provider's to
+// enforce (its groups are not the dispatcher's categories): it suppresses
+// nobody, and lifts no unsubscribe of the person's own.
+func TestReportGroupIsTheProvidersToEnforce(t *testing.T) {
+	t.Parallel()
+	r := newFeedbackRig(t, nil)
+	store, err := r.client.FeedbackStore(module)
+	require.NoError(t, err)
+	const grouped, kept = "grouped@example.com", "kept@example.com"
+	require.NoError(t, r.client.Suppress(t.Context(), r.db, notification.Suppression{Channel: "mail", Address: kept}))
+	require.NoError(t, store.Store(t.Context(), []feedback.Report{
+		{Provider: feedback.ProviderSendGrid, EventID: "sg-group-1", Type: "group_unsubscribe", Class: feedback.ClassUnsubscribe,
+			Code: feedback.CodeGroupUnsubscribe, Channel: "mail", Address: grouped},
+		{Provider: feedback.ProviderSendGrid, EventID: "sg-group-2", Type: "group_resubscribe", Class: feedback.ClassResubscribe,
+			Code: feedback.CodeGroupResubscribe, Channel: "mail", Address: kept},
+	}))
+	r.waitApplied(t, feedback.ProviderSendGrid, "sg-group-1")
+	r.waitApplied(t, feedback.ProviderSendGrid, "sg-group-2")
+	require.Empty(t, r.suppressionsOf(t, "mail", grouped))
+	r.requireDelivered(t, "mail", grouped, r.mail)
+	r.requireSuppressed(t, "mail", kept, feedback.ClassUnsubscribe, feedback.CodeUnsubscribe)
+}
+
 // A report a provider posts twice (its retry) is one record, applied
 // once: one inbox claim, one timeline entry, a transient failure counted
 // once, even when its record is handed again.
