@@ -320,6 +320,25 @@ func TestReportGroupIsTheProvidersToEnforce(t *testing.T) {
 	r.requireSuppressed(t, "mail", kept, feedback.ClassUnsubscribe, feedback.CodeUnsubscribe)
 }
 
+// A report that names no address stands for the address of the one
+// request its message id names; when the id names several, none is
+// guessed and nobody is suppressed.
+func TestReportWithoutAnAddress(t *testing.T) {
+	t.Parallel()
+	r := newFeedbackRig(t, nil)
+	store, err := r.client.FeedbackStore(module)
+	require.NoError(t, err)
+	const first, second = "first@example.com", "second@example.com"
+	r.deliveredWith(t, r.mail, "mail", first, "email-shared")
+	r.deliveredWith(t, r.mail, "mail", second, "email-shared")
+	require.NoError(t, store.Store(t.Context(), []feedback.Report{{Provider: feedback.ProviderResend, EventID: "no-address-1",
+		Type: "email.bounced", Class: feedback.ClassPermanent, Code: feedback.CodeBouncePermanent, Channel: "mail",
+		MessageID: "email-shared"}}))
+	r.waitApplied(t, feedback.ProviderResend, "no-address-1")
+	require.Empty(t, r.suppressionsOf(t, "mail", first))
+	require.Empty(t, r.suppressionsOf(t, "mail", second))
+}
+
 // A report a provider posts twice (its retry) is one record, applied
 // once: one inbox claim, one timeline entry, a transient failure counted
 // once, even when its record is handed again.
