@@ -375,6 +375,18 @@ func TestCancel(t *testing.T) {
 	require.Equal(t, exitNone, r.code)
 	r = w.tidings(t, nil, "cancel")
 	require.Equal(t, exitUsage, r.code)
+
+	// The cancel takes the claim a delivery would, as the consumer named:
+	// a dispatcher with a consumer of its own is kept out by it.
+	other, err := w.client.Stage(t.Context(), w.db, module, notification.Request{Channel: "mail", Recipient: adaMail,
+		Template: "reminder", NotBefore: time.Now().Add(time.Hour)})
+	require.NoError(t, err)
+	r = w.tidings(t, nil, "cancel", other.String(), "--consumer", "billing_notify")
+	require.Equal(t, exitOK, r.code, r.errOut)
+	var consumer string
+	require.NoError(t, w.db.QueryRowContext(t.Context(), `SELECT consumer FROM "`+w.schema+`".inbox WHERE event_id = $1`,
+		other).Scan(&consumer))
+	require.Equal(t, "billing_notify", consumer)
 }
 
 // suppressions lists what is suppressed without addresses unless asked,
