@@ -336,14 +336,22 @@ func TestReemit(t *testing.T) {
 	t.Run("ByIDsWithYes", func(t *testing.T) {
 		t.Parallel()
 		w := setup(t)
-		r := w.tidings(t, nil, "reemit", w.invalid.String(), w.outage.String(), "--yes", "--json")
+		r := w.tidings(t, nil, "reemit", w.invalid.String(), "--yes", "--json")
 		require.Equal(t, exitOK, r.code, r.errOut)
 		var got reemitReport
 		require.NoError(t, json.Unmarshal([]byte(r.out), &got))
-		require.EqualValues(t, 2, got.Matched)
-		require.EqualValues(t, 2, got.Reemitted)
-		require.Len(t, got.ByReason, 2)
+		require.EqualValues(t, 1, got.Matched)
+		require.EqualValues(t, 1, got.Reemitted)
 		require.Equal(t, relay.StateProcessed, w.wait(t, w.invalid).State)
+		st, err := w.client.Status(t.Context(), w.outage)
+		require.NoError(t, err)
+		require.Equal(t, relay.StateDead, st.State, "only the id named")
+
+		r = w.tidings(t, nil, "reemit", w.invalid.String(), w.outage.String(), "--yes", "--json")
+		require.Equal(t, exitOK, r.code, r.errOut)
+		require.NoError(t, json.Unmarshal([]byte(r.out), &got))
+		require.EqualValues(t, 1, got.Matched, "the one of the two still dead")
+		require.EqualValues(t, 1, got.Reemitted)
 		require.Equal(t, relay.StateProcessed, w.wait(t, w.outage).State)
 
 		r = w.tidings(t, nil, "reemit", w.invalid.String(), "--yes")
