@@ -370,9 +370,20 @@ func TestExpiry(t *testing.T) {
 		b.run(t, b.dispatcher(t, cfg))
 		b.sms.ScriptRecipient("+15550003", delivery.Retry(errors.New("carrier busy")))
 
+		// A quiet window around now that ends after the third request
+		// expires.
+		now := time.Now().UTC()
+		b.inTx(t, func(tx *sql.Tx) {
+			require.NoError(t, b.client.SetQuietHours(t.Context(), tx, "night-owl", notification.QuietHours{TimeZone: "UTC",
+				Windows: []notification.QuietWindow{{Start: notification.TimeOfDayOf(now.Add(-5 * time.Minute)),
+					End: notification.TimeOfDayOf(now.Add(time.Hour)), Channels: []string{"mail"}}}}))
+		})
+
 		past := notification.Request{Channel: "mail", Recipient: "a@example.com", ExpiresAt: time.Now().Add(-time.Second)}
 		retried := notification.Request{Channel: "sms", Recipient: "+15550003", ExpiresAt: time.Now().Add(10 * time.Minute)}
-		ids := b.stage(t, past, retried)
+		quiet := notification.Request{Channel: "mail", Recipient: "b@example.com", Subject: "night-owl",
+			ExpiresAt: time.Now().Add(10 * time.Minute)}
+		ids := b.stage(t, past, retried, quiet)
 
 		st := b.waitOutcome(t, ids[0])
 		require.Equal(t, notification.OutcomeExpired, st.Outcome)
@@ -382,6 +393,10 @@ func TestExpiry(t *testing.T) {
 		require.Equal(t, notification.OutcomeExpired, st.Outcome, "its next attempt would come after it expires")
 		require.Equal(t, 1, b.sms.Count(ids[1]))
 		require.Equal(t, "expires before its next attempt", ruleEntry(t, st, notification.RuleExpiry).Detail["why"])
+		st = b.waitOutcome(t, ids[2])
+		require.Equal(t, notification.OutcomeExpired, st.Outcome, "the quiet window would hold it past its expiry")
+		require.Zero(t, b.mail.Count(ids[2]))
+		require.Contains(t, ruleEntry(t, st, notification.RuleExpiry).Detail["why"], "expires before the quiet window")
 	})
 }
 
