@@ -37,8 +37,9 @@ import (
 const (
 	redactRecipient = "MARKER-RECIPIENT-7f3a"
 	redactData      = "MARKER-DATA-91c2"
-	redactBody      = "MARKER-BODY-55d0"  // what providers answer
-	redactToken     = "MARKER-TOKEN-c0de" // a credential
+	redactBody      = "MARKER-BODY-55d0"   // what providers answer
+	redactToken     = "MARKER-TOKEN-c0de"  // a credential
+	redactSecret    = "MARKER-SECRET-5e7b" // a request's Secrets value, such as a one-time code
 	// SMS recipients must be E.164 numbers: these stand for
 	// redactRecipient on that channel, each asking the fake Twilio for
 	// one answer.
@@ -51,7 +52,7 @@ const (
 
 // redactMarkers are the strings that must not leak: the SMS numbers also
 // without their plus sign.
-var redactMarkers = []string{redactRecipient, redactData, redactBody, redactToken,
+var redactMarkers = []string{redactRecipient, redactData, redactBody, redactToken, redactSecret,
 	redactPhoneAccepted[1:], redactPhoneRejected[1:], redactPhoneAuth[1:], redactPhoneDown[1:], redactPhoneUnreadable[1:]}
 
 // requireNoRedactMarker fails when text, found in where, holds a marker.
@@ -282,6 +283,7 @@ func TestRedaction(t *testing.T) {
 			req.Recipient = redactRecipient + "@example.com"
 		}
 		req.Data = data
+		req.Secrets = map[string]string{"pin": redactSecret}
 		m, err := req.Message(module)
 		require.NoError(t, err)
 		msgs = append(msgs, m)
