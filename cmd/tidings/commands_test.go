@@ -321,6 +321,39 @@ func TestReemit(t *testing.T) {
 		require.Equal(t, relay.StateDead, w.wait(t, w.outage).State, "nothing re-emitted")
 	})
 
+	// What the question showed is what is re-emitted: a request that
+	// dies of the same cause while it waits for its answer stays dead.
+	t.Run("DeathsAfterTheQuestionStayDead", func(t *testing.T) {
+		t.Parallel()
+		w := setup(t)
+		later, err := w.client.Stage(t.Context(), w.db, module, notification.Request{Channel: "sms", Recipient: gracePhone,
+			Template: "code", NotBefore: time.Now().Add(time.Hour)})
+		require.NoError(t, err)
+		stdin, typist := io.Pipe()
+		defer typist.Close()
+		var out, errOut logbuf.Buffer
+		done := make(chan int, 1)
+		go func() {
+			done <- run(t.Context(), []string{"reemit", "--code", delivery.CodeUnavailable, "--database", w.dsn, "--schema", w.schema},
+				func(string) string { return "" }, pipeTerminal{stdin}, &out, &errOut)
+		}()
+		asked := func() bool { return strings.Contains(errOut.String(), "[y/N]") }
+		if code, ended := waitUntil(t, asked, done, "the question"); ended {
+			t.Fatalf("reemit ended (%d) before it asked: %s", code, errOut.String())
+		}
+		require.Contains(t, errOut.String(), "Re-emit these 1 requests?")
+		_, err = w.db.ExecContext(t.Context(), `UPDATE "`+w.schema+`".outbox SET failed_at = clock_timestamp(),
+			failure_reason = 'provider down', code = $2 WHERE id = $1`, later, delivery.CodeUnavailable)
+		require.NoError(t, err)
+		_, err = io.WriteString(typist, "y\n")
+		require.NoError(t, err)
+		require.Equal(t, exitOK, testwait.Recv(t, done, "the command to end after the answer"), errOut.String())
+		require.Contains(t, out.String(), "re-emitted 1 requests")
+		st, err := w.client.Status(t.Context(), later)
+		require.NoError(t, err)
+		require.Equal(t, relay.StateDead, st.State, "died after the question: not re-emitted")
+	})
+
 	t.Run("AskedAndConfirmedIsDelivered", func(t *testing.T) {
 		t.Parallel()
 		w := setup(t)
