@@ -52,6 +52,7 @@ const (
 type feedbackRig struct {
 	testBundle
 	resend, twilio *httptest.Server
+	store          feedback.Store // what the receivers store through, for reports of other providers
 	reader         *sdkmetric.ManualReader
 }
 
@@ -66,11 +67,12 @@ func newFeedbackRig(t *testing.T, change func(b testBundle, cfg *notification.Co
 		change(r.testBundle, &cfg)
 	}
 	r.run(t, r.dispatcher(t, cfg))
-	store, err := r.client.FeedbackStore(module)
+	var err error
+	r.store, err = r.client.FeedbackStore(module)
 	require.NoError(t, err)
-	resend, err := feedback.NewResend(&feedback.ResendConfig{Secrets: []string{resendSecret}}, store)
+	resend, err := feedback.NewResend(&feedback.ResendConfig{Secrets: []string{resendSecret}}, r.store)
 	require.NoError(t, err)
-	twilio, err := feedback.NewTwilio(&feedback.TwilioConfig{URL: twilioURL, AuthTokens: []string{twilioToken}}, store)
+	twilio, err := feedback.NewTwilio(&feedback.TwilioConfig{URL: twilioURL, AuthTokens: []string{twilioToken}}, r.store)
 	require.NoError(t, err)
 	r.resend, r.twilio = httptest.NewServer(resend), httptest.NewServer(twilio)
 	t.Cleanup(r.resend.Close)
@@ -303,11 +305,9 @@ func TestReportComplaint(t *testing.T) {
 func TestReportGroupIsTheProvidersToEnforce(t *testing.T) {
 	t.Parallel()
 	r := newFeedbackRig(t, nil)
-	store, err := r.client.FeedbackStore(module)
-	require.NoError(t, err)
 	const grouped, kept = "grouped@example.com", "kept@example.com"
 	require.NoError(t, r.client.Suppress(t.Context(), r.db, notification.Suppression{Channel: "mail", Address: kept}))
-	require.NoError(t, store.Store(t.Context(), []feedback.Report{
+	require.NoError(t, r.store.Store(t.Context(), []feedback.Report{
 		{Provider: feedback.ProviderSendGrid, EventID: "sg-group-1", Type: "group_unsubscribe", Class: feedback.ClassUnsubscribe,
 			Code: feedback.CodeGroupUnsubscribe, Channel: "mail", Address: grouped},
 		{Provider: feedback.ProviderSendGrid, EventID: "sg-group-2", Type: "group_resubscribe", Class: feedback.ClassResubscribe,
@@ -326,12 +326,10 @@ func TestReportGroupIsTheProvidersToEnforce(t *testing.T) {
 func TestReportWithoutAnAddress(t *testing.T) {
 	t.Parallel()
 	r := newFeedbackRig(t, nil)
-	store, err := r.client.FeedbackStore(module)
-	require.NoError(t, err)
 	const first, second = "first@example.com", "second@example.com"
 	r.deliveredWith(t, r.mail, "mail", first, "email-shared")
 	r.deliveredWith(t, r.mail, "mail", second, "email-shared")
-	require.NoError(t, store.Store(t.Context(), []feedback.Report{{Provider: feedback.ProviderResend, EventID: "no-address-1",
+	require.NoError(t, r.store.Store(t.Context(), []feedback.Report{{Provider: feedback.ProviderResend, EventID: "no-address-1",
 		Type: "email.bounced", Class: feedback.ClassPermanent, Code: feedback.CodeBouncePermanent, Channel: "mail",
 		MessageID: "email-shared"}}))
 	r.waitApplied(t, feedback.ProviderResend, "no-address-1")
